@@ -1,0 +1,226 @@
+"""Answers with citations that hold.
+
+:func:`finalize_citations` is the single place where ``[n]`` markers are checked: markers that
+point at no source are removed (and counted), sources never cited are dropped, and the rest are
+renumbered 1..n in order of first use. Every answerer goes through it.
+
+The default :class:`ExtractiveAnswerer` needs no language model: it quotes the sentences of the
+top sources that best match the question, each followed by its citation number.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Protocol
+
+from .chunking.text import prose_units
+from .models import Answer, Retrieval, Source, Turn
+
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+
+
+@dataclass
+class CitationReport:
+    dropped_markers: int = 0
+    dropped_sources: int = 0
+
+
+def finalize_citations(text: str, sources: list[Source]) -> tuple[str, list[Source], CitationReport]:
+    """Renumber ``[n]`` markers (1-based into ``sources``) by first use; drop bad markers and
+    uncited sources."""
+    report = CitationReport()
+    order: list[int] = []
+
+    def visit(m: re.Match[str]) -> str:
+        i = int(m.group(1)) - 1
+        if not 0 <= i < len(sources):
+            report.dropped_markers += 1
+            return ""
+        if i not in order:
+            order.append(i)
+        return f"[{order.index(i) + 1}]"
+
+    new_text = _MARKER.sub(visit, text)
+    new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
+    new_text = re.sub(r"[ \t]+([.,;:])", r"\1", new_text).strip()
+    kept = []
+    for n, i in enumerate(order, start=1):
+        s = sources[i]
+        s.n = n
+        kept.append(s)
+    report.dropped_sources = len(sources) - len(kept)
+    return new_text, kept, report
+
+
+class Answerer(Protocol):
+    name: str
+
+    async def answer(
+        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+    ) -> Answer: ...
+
+
+_STOP = set(
+    """a an the and or of to in on for with by at from is are was were be been being it its this
+    that these those what which who whom whose how why where when do does did can could should
+    would will shall may might must i you we they he she me my our your their there here as if
+    then than so not no yes into about over under between via using use used get set
+    el la los las un una unos unas y o de del al en con por para que qué cómo como cuál cuales
+    cuáles dónde donde cuándo es son está están ser se su sus lo le les me mi mis tu tus este
+    esta estos estas ese esa hay hace hacer puedo puede""".split()
+)  # fmt: skip
+_WORD = re.compile(r"[A-Za-zÀ-ÿ_][A-Za-zÀ-ÿ0-9_]*")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words, identifiers split too (``parse_config``/``parseConfig`` → parse, config),
+    stop words removed, crude plural folding."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        parts = [w] + re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", w)
+        for p in parts:
+            p = p.lower()
+            if len(p) < 2 or p in _STOP:
+                continue
+            if len(p) > 4 and p.endswith("s") and not p.endswith("ss"):
+                p = p[:-1]
+            out.append(p)
+    return out
+
+
+def _sentences(src: Source) -> list[str]:
+    body = src.text.split("\n", 1)[1] if "\n" in src.text else src.text
+    if src.collection == "code":
+        return _code_quotes(body)
+    lines = body.splitlines()
+    if src.collection == "issues" and lines:
+        lines = lines[1:]  # "Issue · state · labels" line
+    out = []
+    for u in prose_units(lines, 1):
+        t = u.text.strip()
+        if t.startswith(("```", "~~~", "|")) or len(t) < 3:
+            continue
+        out.append(t)
+    return out
+
+
+def _code_quotes(body: str) -> list[str]:
+    """For code: the definition line and the docstring/comment sentences."""
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    out = []
+    sig = next(
+        (ln.strip() for ln in lines if re.match(r"\s*(async\s+)?(def|class|func|fn|function|"
+         r"pub|public|private|static|export|interface|struct|impl|module)\b", ln)),
+        lines[0].strip() if lines else "",
+    )  # fmt: skip
+    if sig:
+        out.append(f"`{sig.rstrip(':{ ')}`")
+    doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
+    comment = doc.group(1) or doc.group(2) if doc else None
+    if comment is None:
+        cl = [re.sub(r"^\s*(#|//|/\*+|\*)\s?", "", ln) for ln in lines if re.match(r"\s*(#|//|/\*|\*)", ln)]
+        comment = " ".join(cl) if cl else None
+    if comment:
+        out.extend(u.text for u in prose_units(comment.strip().splitlines(), 1) if u.text.strip())
+    return out
+
+
+def _clip(s: str, n: int = 320) -> str:
+    s = " ".join(s.split())
+    if len(s) <= n:
+        return s
+    cut = s[:n].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+class ExtractiveAnswerer:
+    """Quotes the best-matching sentences of the top sources, each with its citation."""
+
+    name = "extractive"
+
+    def __init__(self, max_sources: int = 4, per_source: int = 2) -> None:
+        self.max_sources = max_sources
+        self.per_source = per_source
+
+    async def answer(
+        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+    ) -> Answer:
+        sources = retrieval.sources
+        if not sources:
+            return Answer(
+                text="I found nothing in this instance's docs, code or issues that matches the "
+                "question. Try naming a file, a function or an issue number.",
+                sources=[],
+                route=retrieval.route,
+                timings_ms=dict(retrieval.timings_ms),
+            )
+        q = terms(question)
+        qset = set(q)
+        # Rarer question terms weigh more: idf over the sentences at hand.
+        all_sents = [(i, s) for i, src in enumerate(sources) for s in _sentences(src)]
+        df: dict[str, int] = {}
+        for _, s in all_sents:
+            for t in set(terms(s)):
+                if t in qset:
+                    df[t] = df.get(t, 0) + 1
+        n_s = max(len(all_sents), 1)
+        lines: list[str] = []
+        used = 0
+        for i, src in enumerate(sources):
+            if used >= self.max_sources:
+                break
+            sents = _sentences(src)
+            if not sents:
+                continue
+            scored = []
+            for pos, s in enumerate(sents):
+                ts = set(terms(s))
+                overlap = sum(math.log(1 + n_s / df.get(t, 1)) for t in ts & qset)
+                scored.append((overlap - 0.01 * pos, pos, s))
+            scored.sort(reverse=True)
+            # Keep sentences that share words with the question; with none (another language,
+            # or a paraphrase) quote the source's opening sentence, which its rank vouches for.
+            best = [x for x in scored if x[0] > 0][: self.per_source] or [
+                min(scored, key=lambda x: x[1])
+            ]
+            best.sort(key=lambda x: x[1])  # in the source's own order
+            quote = " ".join(_clip(s) for _, _, s in best)
+            label = _label(src)
+            lines.append(f"• {label}: {quote} [{i + 1}]")
+            used += 1
+        body = "From the indexed sources:\n" + "\n".join(lines)
+        text, kept, _ = finalize_citations(body, sources)
+        return Answer(
+            text=text,
+            sources=kept,
+            route=retrieval.route,
+            timings_ms=dict(retrieval.timings_ms),
+            backend=self.name,
+        )
+
+
+def _label(src: Source) -> str:
+    if src.collection == "issues":
+        return src.title
+    if src.collection == "code":
+        return f"{src.path} ({src.symbol})" if src.symbol else f"{src.path}"
+    return f"{src.path} › {src.title}" if src.title != src.path else f"{src.path}"
+
+
+def render_sources(sources: list[Source]) -> str:
+    out = []
+    for s in sources:
+        where = s.location()
+        title = "" if s.collection == "issues" else f" — {s.title}" if s.title != s.path else ""
+        if s.collection == "issues":
+            where = s.title
+        out.append(f"[{s.n}] {where}{title}\n    {s.url}")
+    return "\n".join(out)
+
+
+def render_answer(answer: Answer) -> str:
+    if not answer.sources:
+        return answer.text
+    return f"{answer.text}\n\nSources:\n{render_sources(answer.sources)}"

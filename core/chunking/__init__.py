@@ -1,0 +1,1 @@
+"""Chunkers: docs by heading, code by tree-sitter symbol, issues by thread."""

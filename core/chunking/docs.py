@@ -1,0 +1,155 @@
+"""Docs chunker: Markdown, reStructuredText and plain text, split by heading.
+
+Each chunk carries its heading path ("Options › Password prompts") in its title and as the first
+line of its text, so the vector stays on topic and the citation keeps its context. Sections
+longer than the window are split at sentence boundaries by :func:`text.pack`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .text import Piece, TokenCounter, pack, prose_units
+
+SEP = " › "
+
+_ATX = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
+_RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass
+class Section:
+    path: list[str]  # heading path
+    start_line: int  # 1-based line of the heading (or of the first line for the preamble)
+    lines: list[str]
+    body_first_line: int
+
+
+@dataclass(frozen=True)
+class DocChunk:
+    title: str
+    piece: Piece
+
+
+def _markdown_sections(lines: list[str]) -> list[Section]:
+    sections: list[Section] = [Section([], 1, [], 1)]
+    stack: list[tuple[int, str]] = []
+    in_fence: str | None = None
+    i = 0
+    # Skip YAML front matter: it is metadata, not prose.
+    if lines and lines[0].strip() == "---":
+        for j in range(1, min(len(lines), 200)):
+            if lines[j].strip() in ("---", "..."):
+                i = j + 1
+                sections[0] = Section([], i + 1, [], i + 1)
+                break
+    while i < len(lines):
+        line = lines[i]
+        fm = _FENCE.match(line)
+        if fm:
+            in_fence = None if in_fence == fm.group(1) else (in_fence or fm.group(1))
+        level, title = 0, ""
+        if in_fence is None and not fm:
+            m = _ATX.match(line)
+            if m:
+                level, title = len(m.group(1)), m.group(2)
+            elif (
+                i + 1 < len(lines)
+                and line.strip()
+                and _SETEXT.match(lines[i + 1])
+                and not _ATX.match(line)
+                and not line.lstrip().startswith(("-", "*", "|", ">"))
+                and (i == 0 or not lines[i - 1].strip() or sections[-1].lines == [])
+            ):
+                level = 1 if lines[i + 1].strip().startswith("=") else 2
+                title = line.strip()
+        if level:
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, _clean_title(title)))
+            skip = 2 if not _ATX.match(line) else 1
+            sections.append(Section([t for _, t in stack], i + 1, [], i + 1 + skip))
+            i += skip
+            continue
+        sections[-1].lines.append(line)
+        i += 1
+    return sections
+
+
+def _rst_sections(lines: list[str]) -> list[Section]:
+    sections: list[Section] = [Section([], 1, [], 1)]
+    styles: list[tuple[str, bool]] = []  # adornment styles in order of first appearance = level
+    stack: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        over = False
+        title = None
+        style_char = ""
+        if (
+            _RST_ADORN.match(line)
+            and i + 2 < len(lines)
+            and lines[i + 1].strip()
+            and lines[i + 2].strip() == line.strip()
+        ):
+            over, title, style_char, used = True, lines[i + 1].strip(), line.strip()[0], 3
+        elif (
+            line.strip()
+            and not _RST_ADORN.match(line)
+            and i + 1 < len(lines)
+            and _RST_ADORN.match(lines[i + 1])
+            and len(lines[i + 1].rstrip()) >= len(line.rstrip())
+            and (i == 0 or not lines[i - 1].strip())
+        ):
+            title, style_char, used = line.strip(), lines[i + 1].strip()[0], 2
+        if title is not None:
+            style = (style_char, over)
+            if style not in styles:
+                styles.append(style)
+            level = styles.index(style) + 1
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, _clean_title(title)))
+            sections.append(Section([t for _, t in stack], i + 1, [], i + 1 + used))
+            i += used
+            continue
+        sections[-1].lines.append(line)
+        i += 1
+    return sections
+
+
+def _clean_title(t: str) -> str:
+    t = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", t)  # [text](link) -> text
+    return t.strip().strip("`*_").strip() or "(untitled)"
+
+
+def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> list[DocChunk]:
+    """Split a document into heading-path chunks that each fit ``max_tokens``."""
+    lines = text.splitlines()
+    low = path.lower()
+    if low.endswith((".md", ".markdown", ".mdx")):
+        sections = _markdown_sections(lines)
+    elif low.endswith((".rst", ".rest")):
+        sections = _rst_sections(lines)
+    else:
+        sections = [Section([], 1, lines, 1)]
+    out: list[DocChunk] = []
+    for sec in sections:
+        if not any(ln.strip() for ln in sec.lines):
+            continue
+        heading = SEP.join(sec.path)
+        header = f"{path}{SEP}{heading}" if heading else path
+        units = prose_units(sec.lines, sec.body_first_line)
+        for n, piece in enumerate(pack(header, units, count, max_tokens)):
+            # The first piece of a section is cited from its heading line.
+            start = sec.start_line if n == 0 else piece.start_line
+            out.append(
+                DocChunk(
+                    heading or path,
+                    Piece(piece.text, piece.body, start, piece.end_line, piece.tokens),
+                )
+            )
+    return out

@@ -1,0 +1,231 @@
+"""Prose splitting shared by the docs and issues chunkers.
+
+Text is cut into *units* — sentences of paragraphs, list items, whole fenced code blocks, table
+rows — each remembering the lines it came from. :func:`pack` then fills pieces with whole units
+up to the embedder's window, repeating a context header (the heading path, or ``#N title``) at
+the top of every piece. A unit is only ever cut below sentence level when one sentence alone is
+larger than the window, and then at word boundaries, never silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str
+    start_line: int
+    end_line: int
+    sep: str = " "  # what joins it to the unit before it: " " inside a paragraph, "\n\n" across
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str  # header + body
+    body: str
+    start_line: int
+    end_line: int
+    tokens: int
+
+
+_ABBREV = {
+    "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "fig", "cf", "approx",
+    "p.ej", "ej", "sr", "sra", "dra", "núm", "pág", "p", "pp", "al", "inc", "ltd", "jr", "sec",
+}  # fmt: skip
+_SENT_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s+)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of a paragraph (whitespace between them excluded)."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    n = len(text)
+    for m in _SENT_END.finditer(text):
+        end = m.end()
+        # Look at the word the period closes: abbreviations and decimals don't end a sentence.
+        word = re.search(r"([\w.]+)[.!?…]+[\"'”’)\]]*$", text[start:end])
+        if word and m.group(0).startswith(".") and word.group(1).lower().rstrip(".") in _ABBREV:
+            continue
+        nxt = end
+        while nxt < n and text[nxt].isspace():
+            nxt += 1
+        if nxt >= n:
+            break
+        ch = text[nxt]
+        # The next sentence must start like one: a capital, a digit, an opening mark, or code.
+        if not (ch.isupper() or ch.isdigit() or ch in "¿¡\"'“‘([`*_#>-"):
+            continue
+        spans.append((start, end))
+        start = nxt
+    if start < n and text[start:].strip():
+        spans.append((start, len(text.rstrip())))
+    return spans
+
+
+def _line_of(offsets: list[int], pos: int) -> int:
+    """Index of the line containing character ``pos`` (offsets are line start positions)."""
+    lo, hi = 0, len(offsets) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if offsets[mid] <= pos:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _paragraph_units(lines: list[str], first_line: int, sep: str) -> list[Unit]:
+    text = "\n".join(lines)
+    offsets = [0]
+    for ln in lines[:-1]:
+        offsets.append(offsets[-1] + len(ln) + 1)
+    units = []
+    for i, (a, b) in enumerate(split_sentences(text)):
+        sent = " ".join(text[a:b].split())  # a sentence wrapped over lines reads as one line
+        units.append(
+            Unit(
+                sent,
+                first_line + _line_of(offsets, a),
+                first_line + _line_of(offsets, max(a, b - 1)),
+                sep if i == 0 else " ",
+            )
+        )
+    return units
+
+
+def prose_units(lines: list[str], first_line: int) -> list[Unit]:
+    """Units of a run of lines: fenced code and tables whole per block/row, prose by sentence."""
+    units: list[Unit] = []
+    i = 0
+    sep = ""
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        if not line.strip():
+            sep = "\n\n"
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if fence:
+            j = i + 1
+            while j < n and not lines[j].lstrip().startswith(fence.group(1)):
+                j += 1
+            j = min(j, n - 1)
+            units.append(Unit("\n".join(lines[i : j + 1]), first_line + i, first_line + j, sep))
+            sep = "\n"
+            i = j + 1
+            continue
+        if line.lstrip().startswith("|") or line.startswith(("    ", "\t")):
+            # Tables and indented code: a line is a unit, kept verbatim.
+            units.append(Unit(line.rstrip(), first_line + i, first_line + i, sep))
+            sep = "\n"
+            i += 1
+            continue
+        # A paragraph runs to a blank line, a fence, a table, or the next list item.
+        j = i + 1
+        while (
+            j < n
+            and lines[j].strip()
+            and not _FENCE.match(lines[j])
+            and not lines[j].lstrip().startswith("|")
+            and not _LIST_ITEM.match(lines[j])
+        ):
+            j += 1
+        para = lines[i:j]
+        units.extend(_paragraph_units(para, first_line + i, sep if sep else ""))
+        sep = "\n"
+        i = j
+    return units
+
+
+def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]:
+    """A unit larger than the window: cut at line breaks, else at word boundaries."""
+    seps = "\n" if "\n" in unit.text else " "
+    words = unit.text.split(seps)
+    out: list[Unit] = []
+    cur: list[str] = []
+    for w in words:
+        while count(w) > budget:  # a single "word" over the window (minified data): hard cut
+            cut = max(1, len(w) * budget // max(count(w), 1) - 1)
+            if cur:
+                out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
+                cur = []
+            out.append(Unit(w[:cut], unit.start_line, unit.end_line, " "))
+            w = w[cut:]
+        if cur and count(seps.join([*cur, w])) > budget:
+            out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
+            cur = []
+        cur.append(w)
+    if cur:
+        out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
+    first = out[0]
+    out[0] = Unit(first.text, first.start_line, first.end_line, unit.sep)
+    return out
+
+
+def pack(header: str, units: list[Unit], count: TokenCounter, max_tokens: int) -> list[Piece]:
+    """Greedily fill pieces with whole units; each piece is ``header\\n body`` ≤ max_tokens."""
+    if not units:
+        return []
+    base = count(header + "\n")  # specials + prefix + header: what every piece pays
+    empty = count("")  # specials + prefix: what every standalone count includes
+    budget = max_tokens - base  # tokens left for the body
+    if budget < 16:
+        raise ValueError(f"header leaves no room in a {max_tokens}-token window: {header[:80]!r}")
+
+    def body_tokens(s: str) -> int:
+        return count(s) - empty
+
+    flat: list[Unit] = []
+    sizes: list[int] = []
+    for u in units:
+        c = body_tokens(u.text)
+        parts = [u] if c <= budget else _split_long_unit(u, budget, body_tokens)
+        for part in parts:
+            flat.append(part)
+            sizes.append(c if len(parts) == 1 else body_tokens(part.text))
+
+    pieces: list[Piece] = []
+    i = 0
+    while i < len(flat):
+        j = i
+        est = 0
+        while j < len(flat) and (j == i or est + sizes[j] + 1 <= budget):
+            est += sizes[j] + 1
+            j += 1
+        # The estimate adds tokens per unit; confirm with the real count, backing off if needed.
+        while True:
+            body = _join(flat[i:j])
+            text = f"{header}\n{body}"
+            tokens = count(text)
+            if tokens <= max_tokens:
+                break
+            if j > i + 1:
+                j -= 1
+                continue
+            # One unit that fits alone by estimate but not beside the header (tokens merge
+            # differently at the seam): cut it smaller and try again.
+            over = tokens - max_tokens
+            parts = _split_long_unit(flat[i], max(8, sizes[i] - over - 2), body_tokens)
+            if len(parts) == 1:
+                parts = _split_long_unit(flat[i], max(4, sizes[i] // 2), body_tokens)
+            flat[i : i + 1] = parts
+            sizes[i : i + 1] = [body_tokens(p.text) for p in parts]
+            j = i + 1
+        pieces.append(Piece(text, body, flat[i].start_line, flat[j - 1].end_line, tokens))
+        i = j
+    return pieces
+
+
+def _join(units: list[Unit]) -> str:
+    out = units[0].text
+    for u in units[1:]:
+        out += u.sep + u.text
+    return out

@@ -1,0 +1,190 @@
+"""The ``repo-expert`` command line: instances, index, ask, eval.
+
+This is an entry point: it alone configures logging (quiet by default, ``-v`` for progress
+details, ``-vv`` for debug) and turns a :class:`RepoExpertError` into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .answer import render_answer
+from .config import Settings
+from .errors import RepoExpertError
+from .eval import load_questions, run_eval
+from .index import Summary
+from .service import RepoExpert
+
+log = logging.getLogger("repo_expert")
+
+
+class ProgressBar:
+    """Indexing progress on stderr: chunking, then embedding with embeddings/s."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.perf_counter()
+        self.stage = ""
+        self.last = 0.0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if stage != self.stage:
+            if self.stage and self.tty:
+                self.stream.write("\n")
+            self.stage, self.t0 = stage, now
+        if not self.tty and done not in (0, total) and now - self.last < 5:
+            return  # in logs, a line every few seconds is enough
+        self.last = now
+        width = 30
+        filled = int(width * done / total) if total else width
+        bar = "█" * filled + "·" * (width - filled)
+        rate = done / (now - self.t0) if now > self.t0 and done else 0.0
+        unit = "files" if stage == "chunk" else "embeddings"
+        msg = f"{stage:<6}[{bar}] {done}/{total} {unit} {rate:.1f}/s"
+        if self.tty:
+            self.stream.write("\r" + msg)
+            if done >= total:
+                self.stream.write("\n")
+                self.stage = ""
+        else:
+            self.stream.write(msg + "\n")
+        self.stream.flush()
+
+
+def format_summary(s: Summary) -> str:
+    chunks = ", ".join(f"{c} {n}" for c, n in s.chunks.items())
+    files = ", ".join(f"{c} {n}" for c, n in s.files.items()) or "none"
+    excluded = sum(s.excluded.values())
+    lines = [
+        f"indexed {s.instance} at {s.commit[:12] if s.commit else '(not a git commit)'}",
+        f"  units:      {files}  (changed {s.units_changed}, reused {s.units_reused}, "
+        f"deleted {s.units_deleted})",
+        f"  chunks:     {chunks}  (embedded now: {s.chunks_embedded})",
+        f"  symbols:    {s.symbols}",
+        f"  largest chunk: {s.largest_chunk_tokens} tokens; over the {s.window}-token window: "
+        f"{s.over_window}",
+        f"  excluded:   {excluded} files"
+        + "".join(f"\n    {n:>5}  {why}" for why, n in sorted(s.excluded.items())),
+        f"  time:       {s.seconds:.1f}s (embedding {s.embed_seconds:.1f}s)",
+    ]
+    if s.rebuilt_reason:
+        lines.append(f"  rebuilt:    {s.rebuilt_reason}")
+    return "\n".join(lines)
+
+
+async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
+    insts = app.load_instances()
+    if args.json:
+        print(json.dumps({n: {"file": str(i.source_file), "description": i.description,
+                              "indexed": app.has_index(n)} for n, i in insts.items()}, indent=2))  # fmt: skip
+        return 0
+    if not insts:
+        print(f"no instances in {app.settings.instances_dir}")
+    for n, i in insts.items():
+        state = "indexed" if app.has_index(n) else "not indexed"
+        print(f"{n:<24} {state:<12} {i.source_file}  {i.description}")
+    return 0
+
+
+async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
+    progress = None if args.quiet else ProgressBar()
+    summary = await app.index(args.name, progress=progress, full=args.full)
+    print(json.dumps(summary.to_json(), indent=2) if args.json else format_summary(summary))
+    return 0
+
+
+async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
+    if not app.has_index(args.name):
+        print(f"no index for {args.name} yet: building it first", file=sys.stderr)
+        s = await app.index(args.name, progress=ProgressBar())
+        print(format_summary(s), file=sys.stderr)
+    answer = await app.ask(args.name, args.question)
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(render_answer(answer))
+    return 0
+
+
+async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
+    questions = load_questions(Path(args.questions))
+    if not app.has_index(args.name):
+        await app.index(args.name, progress=ProgressBar())
+
+    async def fn(q: str) -> Any:
+        return await app.retrieve(args.name, q, k=args.k)
+
+    report = await run_eval(questions, fn, args.k)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="repo-expert",
+        description="An expert on your repositories that cites its sources.",
+    )
+    p.add_argument("--instances", help="instances folder (env REPO_EXPERT_INSTANCES; ./instances)")
+    p.add_argument("--data", help="data folder (env REPO_EXPERT_DATA; ./.repo-expert)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("instances", help="list and validate the configured instances")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_instances)
+
+    s = sub.add_parser("index", help="build or incrementally update an instance's index")
+    s.add_argument("name")
+    s.add_argument("--full", action="store_true", help="rebuild from scratch")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(fn=cmd_index)
+
+    s = sub.add_parser("ask", help="ask a question; the answer cites numbered sources")
+    s.add_argument("name")
+    s.add_argument("question")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_ask)
+
+    s = sub.add_parser("eval", help="retrieval hit@k / MRR on a question file")
+    s.add_argument("name")
+    s.add_argument("--questions", required=True, help="YAML question file")
+    s.add_argument("-k", type=int, default=6)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_eval)
+    return p
+
+
+async def _run(args: argparse.Namespace) -> int:
+    app = RepoExpert(Settings.from_env(args.instances, args.data))
+    try:
+        return int(await args.fn(app, args))
+    finally:
+        await app.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_run(args))
+    except RepoExpertError as e:
+        print(f"repo-expert: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("repo-expert: interrupted; the previous index is still in place", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

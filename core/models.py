@@ -1,0 +1,135 @@
+"""The data that flows through the pipeline: documents, chunks, sources and answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Collection = Literal["docs", "code", "issues"]
+COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
+
+
+@dataclass(frozen=True)
+class Document:
+    """One unit read from a source: a file of the repository or one issue thread."""
+
+    collection: Collection
+    key: str  # "path/to/file.py" or "issue:42": the unit of incremental re-indexing
+    text: str
+    content_hash: str
+    path: str | None = None
+    issue: int | None = None
+    title: str = ""
+    url: str | None = None  # issue URL (files get permalinks per chunk)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """An entry of the symbol table: where a function, class or method is defined."""
+
+    name: str
+    qualname: str
+    kind: str
+    path: str
+    start_line: int
+    end_line: int
+
+
+@dataclass
+class Chunk:
+    """A piece of a document small enough to embed, with everything a citation needs."""
+
+    collection: Collection
+    doc_key: str
+    text: str  # the text that is embedded and shown (context header included)
+    title: str  # heading path, qualified symbol or "#N title"
+    tokens: int
+    path: str | None = None
+    issue: int | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    symbol: str | None = None
+    kind: str = ""
+    url: str = ""
+    commit: str | None = None
+    text_hash: str = ""
+    id: int | None = None  # row id in the store (also the vector key)
+
+
+@dataclass
+class Source:
+    """A retrieved chunk as shown to a person: numbered, scored, linked."""
+
+    collection: Collection
+    title: str
+    url: str
+    text: str
+    score: float
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    issue: int | None = None
+    symbol: str | None = None
+    chunk_id: int | None = None
+    n: int = 0  # citation number, set by the answerer
+
+    def location(self) -> str:
+        """A short human label: ``path:10-20`` or ``#42``."""
+        if self.issue is not None:
+            return f"#{self.issue}"
+        if self.path and self.start_line is not None:
+            if self.end_line in (None, self.start_line):
+                return f"{self.path}:{self.start_line}"
+            return f"{self.path}:{self.start_line}-{self.end_line}"
+        return self.path or self.title
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "collection": self.collection,
+            "path": self.path,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "issue": self.issue,
+            "title": self.title,
+            "url": self.url,
+            "score": round(float(self.score), 4),
+            "text": self.text,
+        }
+
+
+@dataclass
+class Turn:
+    """One earlier exchange of a conversation (a chat thread)."""
+
+    question: str
+    answer: str
+
+
+@dataclass
+class Retrieval:
+    """What retrieval found for a question, and why."""
+
+    sources: list[Source]
+    route: dict[str, Any] = field(default_factory=dict)
+    slots: dict[str, int] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Answer:
+    """An answer whose every ``[n]`` marker points at ``sources[n-1]``."""
+
+    text: str
+    sources: list[Source]
+    route: dict[str, Any] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    backend: str = "extractive"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.text,
+            "sources": [s.to_json() for s in self.sources],
+            "route": self.route,
+            "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
+        }

@@ -1,0 +1,1 @@
+"""Sources: where documents come from (a git checkout, an issues file)."""

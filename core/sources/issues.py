@@ -1,0 +1,111 @@
+"""Issues and pull requests from a file in the JSON shape that ``gh`` prints:
+
+    gh issue list --state all --json number,title,body,state,labels,comments,url,createdAt,closedAt
+
+(``gh pr list`` with the same fields works too). Each issue becomes one document whose text is
+the header, the body and then every comment in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import SourceError
+from ..models import Document
+
+
+@dataclass(frozen=True)
+class Comment:
+    author: str
+    created_at: str
+    body: str
+
+
+@dataclass(frozen=True)
+class Issue:
+    number: int
+    title: str
+    state: str
+    labels: tuple[str, ...]
+    body: str
+    comments: tuple[Comment, ...]
+    url: str
+    created_at: str = ""
+    closed_at: str = ""
+    is_pr: bool = False
+
+    def header(self) -> str:
+        kind = "PR" if self.is_pr else "Issue"
+        labels = f" · labels: {', '.join(self.labels)}" if self.labels else ""
+        return f"#{self.number} {self.title}\n{kind} · {self.state.lower()}{labels}"
+
+
+def _author(c: dict[str, Any]) -> str:
+    a = c.get("author")
+    if isinstance(a, dict):
+        return str(a.get("login") or "unknown")
+    return str(a or "unknown")
+
+
+def parse_issue(obj: Any, where: str) -> Issue:
+    if not isinstance(obj, dict):
+        raise SourceError(f"{where}: expected an object with number, title, body, …")
+    try:
+        number = int(obj["number"])
+        title = str(obj.get("title") or "")
+    except (KeyError, TypeError, ValueError):
+        raise SourceError(f"{where}: 'number' must be an integer") from None
+    labels = tuple(
+        str(lb.get("name") if isinstance(lb, dict) else lb) for lb in obj.get("labels") or []
+    )
+    comments = tuple(
+        Comment(_author(c), str(c.get("createdAt") or ""), str(c.get("body") or ""))
+        for c in obj.get("comments") or []
+        if isinstance(c, dict)
+    )
+    url = str(obj.get("url") or "")
+    return Issue(
+        number=number,
+        title=title,
+        state=str(obj.get("state") or "open"),
+        labels=labels,
+        body=str(obj.get("body") or ""),
+        comments=comments,
+        url=url,
+        created_at=str(obj.get("createdAt") or ""),
+        closed_at=str(obj.get("closedAt") or ""),
+        is_pr="/pull/" in url or bool(obj.get("isPullRequest")),
+    )
+
+
+def load_issues_file(path: Path) -> list[Issue]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SourceError(f"{path}: cannot read issues file: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise SourceError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from None
+    if not isinstance(data, list):
+        raise SourceError(f"{path}: expected a JSON list of issues (as `gh issue list --json`)")
+    return [parse_issue(o, f"{path}[{i}]") for i, o in enumerate(data)]
+
+
+def issue_document(issue: Issue, web_url: str | None) -> Document:
+    parts = [issue.header(), "", issue.body.strip()]
+    for c in issue.comments:
+        parts += ["", f"Comment by @{c.author}:", c.body.strip()]
+    text = "\n".join(parts).strip()
+    url = issue.url or (f"{web_url}/issues/{issue.number}" if web_url else f"#{issue.number}")
+    return Document(
+        collection="issues",
+        key=f"issue:{issue.number}",
+        text=text,
+        content_hash=hashlib.sha256(text.encode()).hexdigest(),
+        issue=issue.number,
+        title=f"#{issue.number} {issue.title}",
+        url=url,
+    )

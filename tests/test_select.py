@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import make_repo, write_files
+
+from core.config import load_instance
+from core.sources.repo import Checkout, permalink, select_files
+
+
+def _inst(tmp_path: Path, extra: str = ""):
+    f = tmp_path / "i.yaml"
+    f.write_text(f"repo: {{path: {tmp_path / 'r'}}}\n{extra}")
+    return load_instance(f)
+
+
+def test_root_level_tasks_excluded_by_double_star_pattern(tmp_path: Path) -> None:
+    make_repo(tmp_path / "r", {
+        "tasks/x.md": "# a\n\nroot task\n",
+        "a/tasks/y.md": "# b\n\nnested task\n",
+        "mytasks/z.md": "# c\n\nnot a tasks dir\n",
+        "README.md": "# r\n\nhello\n",
+    })  # fmt: skip
+    inst = _inst(tmp_path, "exclude: ['**/tasks/**']\n")
+    sel = select_files(inst, Checkout(tmp_path / "r", None))
+    assert "tasks/x.md" not in sel.files
+    assert "a/tasks/y.md" not in sel.files
+    assert sel.files["mytasks/z.md"] == "docs"
+    assert sel.files["README.md"] == "docs"
+    assert sel.excluded["exclude patterns"] == 2
+
+
+def test_builtin_excludes_size_limit_and_binary(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    make_repo(root, {
+        "node_modules/pkg/index.js": "x = 1\n",
+        "vendor/lib.go": "package lib\n",
+        "package-lock.json": "{}\n",
+        "static/app.min.js": "var a=1;\n",
+        "src/main.py": "print('hi')\n",
+        "src/big.py": "x = 1\n" * 5000,
+    })  # fmt: skip
+    (root / "src" / "blob.py").write_bytes(b"\x00\x01binary")
+    inst = _inst(tmp_path, "max_file_bytes: 10000\n")
+    sel = select_files(inst, Checkout(root, None))
+    assert set(sel.files) == {"src/main.py"}
+    assert sel.excluded["binary content"] == 1
+    assert sel.excluded["larger than max_file_bytes (10000)"] == 1
+    assert sel.excluded["built-in excludes (vendored, lock, minified, binary types)"] == 4
+
+
+def test_gitignored_files_are_not_indexed(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    make_repo(root, {".gitignore": "secret/\n", "README.md": "# r\n\nhi\n"})
+    write_files(root, {"secret/keys.md": "# keys\n\nsecret\n", "new.md": "# new\n\nuntracked\n"})
+    sel = select_files(_inst(tmp_path), Checkout(root, "sha"))
+    assert "secret/keys.md" not in sel.files
+    assert "new.md" in sel.files  # untracked but not ignored: a developer sees it
+
+
+def test_permalink_pins_commit_and_lines() -> None:
+    url = permalink("https://github.com/o/r", "abc123", "src/a.py", 10, 20)
+    assert url == "https://github.com/o/r/blob/abc123/src/a.py#L10-L20"
+    assert permalink("https://github.com/o/r", "abc", "a.md", 3, 3).endswith("a.md#L3")
