@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from core.answer import ExtractiveAnswerer, finalize_citations, render_answer, terms
+from core.models import Retrieval, Source
+
+
+def src(i: int, coll: str = "docs", text: str = "h\nBody.") -> Source:
+    return Source(collection=coll, title=f"T{i}", url=f"u{i}", text=text, score=1 - i / 10,
+                  path=f"p{i}.md", start_line=1, end_line=2)  # type: ignore[arg-type]  # fmt: skip
+
+
+def test_renumbered_by_first_use_bad_markers_and_uncited_dropped() -> None:
+    sources = [src(0), src(1), src(2), src(3)]
+    text, kept, rep = finalize_citations("A [3]. B [1] [3]. C [9]. D [0].", sources)
+    assert text == "A [1]. B [2] [1]. C. D."
+    assert [s.url for s in kept] == ["u2", "u0"]
+    assert [s.n for s in kept] == [1, 2]
+    assert rep.dropped_markers == 2 and rep.dropped_sources == 2
+
+
+def test_terms_split_identifiers_and_drop_stop_words() -> None:
+    assert terms("How does parse_config use parseConfig?") == [
+        "parse_config", "parse", "config", "parseconfig", "parse", "config"
+    ]  # fmt: skip
+    assert "cómo" not in terms("¿Cómo configuro el timeout?")
+
+
+@pytest.mark.asyncio
+async def test_extractive_answer_quotes_and_cites_every_listed_source() -> None:
+    sources = [
+        src(0, text="a.md › Config\nThe timeout option sets the limit. Colours are blue."),
+        src(1, "issues", "#4 Hang\nIssue · open\n\nRequests hang when the timeout is zero."),
+        src(2, "code", 'x.py › load\ndef load(path):\n    """Load settings from path."""\n'),
+    ]
+    a = await ExtractiveAnswerer().answer("what does the timeout option do?", Retrieval(sources))
+    markers = [int(m) for m in re.findall(r"\[(\d+)\]", a.text)]
+    assert sorted(set(markers)) == list(range(1, len(a.sources) + 1))
+    assert "The timeout option sets the limit. [1]" in a.text
+    assert "Colours are blue" not in a.text
+    assert "Requests hang when the timeout is zero. [2]" in a.text
+    assert "`def load(path)`" in a.text
+    out = render_answer(a)
+    assert "Sources:\n[1] p0.md:1-2" in out
+
+
+@pytest.mark.asyncio
+async def test_no_sources_says_so() -> None:
+    a = await ExtractiveAnswerer().answer("anything", Retrieval([]))
+    assert a.sources == [] and "found nothing" in a.text

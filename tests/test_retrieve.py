@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+
+from core.retrieve import allocate
+
+
+
+def test_collection_with_nothing_relevant_gets_zero_slots() -> None:
+    # Docs clearly fit; code and issues sit at the bottom of this question's range.
+    cands = {
+        "docs": [0.89, 0.88, 0.87, 0.86, 0.86, 0.85, 0.84],
+        "code": [0.80, 0.79, 0.79, 0.78],
+        "issues": [0.79, 0.78],
+    }
+    slots = allocate(cands, 6, floor=0.5)  # type: ignore[arg-type]
+    assert slots == {"docs": 6, "code": 0, "issues": 0}
+
+
+def test_allocation_is_proportional_not_round_robin() -> None:
+    # Code fits much better than docs; RRF would interleave 3/3. We give code most slots.
+    cands = {
+        "code": [0.90, 0.89, 0.89, 0.88, 0.87, 0.86],
+        "docs": [0.88, 0.87, 0.81, 0.80],
+        "issues": [0.78, 0.77],
+    }
+    slots = allocate(cands, 6, floor=0.5)  # type: ignore[arg-type]
+    assert slots["code"] >= 4
+    assert slots["issues"] == 0
+    assert sum(slots.values()) == 6
+    assert slots["code"] > slots["docs"] >= 1
+
+
+def test_slots_capped_by_relevant_candidates_and_spare_slots_move() -> None:
+    cands = {"docs": [0.9], "code": [0.88, 0.87, 0.86, 0.85, 0.84, 0.83, 0.70]}
+    slots = allocate(cands, 6, floor=0.5)  # type: ignore[arg-type]
+    assert slots == {"docs": 1, "code": 5}
+
+
+def test_route_weight_shifts_slots_but_zero_fit_stays_zero() -> None:
+    cands = {"docs": [0.9, 0.89, 0.88], "code": [0.9, 0.89, 0.88], "issues": [0.5]}
+    even = allocate(cands, 4, floor=0.5)  # type: ignore[arg-type]
+    assert even["docs"] == even["code"] == 2 and even["issues"] == 0
+    tilted = allocate(cands, 4, floor=0.5, weights={"code": 3.0, "issues": 10.0})  # type: ignore[arg-type]
+    assert tilted["code"] == 3 and tilted["docs"] == 1 and tilted["issues"] == 0
+
+
+def test_identical_scores_still_answer_with_one_slot() -> None:
+    slots = allocate({"docs": [0.8], "code": [0.8]}, 6, floor=0.5)  # type: ignore[arg-type]
+    assert sum(slots.values()) == 2  # both at the top of a zero-width range: both relevant
+    assert allocate({}, 6) == {}
+
+
+@pytest.mark.asyncio
+async def test_docs_only_question_fills_no_slot_with_code(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "themes change colours and fonts of every chart")
+    assert r.slots["code"] == 0
+    assert r.sources[0].path == "docs/guide.md"
+    assert {s.collection for s in r.sources} <= {"docs", "issues"}
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_sources_carry_permalinks_and_scores_in_order(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "parse_config reads widget.toml timeout")
+    assert r.sources and all(s.url for s in r.sources)
+    scores = [s.score for s in r.sources]
+    assert scores == sorted(scores, reverse=True)
+    assert r.route["weights"] == {"docs": 1.0, "code": 1.0, "issues": 1.0}
+    assert set(r.timings_ms) >= {"embed_query", "search", "fuse"}
+    await app.close()
