@@ -1,0 +1,482 @@
+"""Symbol-aligned, token-bounded code chunking with tree-sitter.
+
+``chunk_code`` turns a source file into chunks that each cover a contiguous range of lines of
+the original file, start with a context line (``path › Qual.name``) and fit the embedder's
+token budget.  Top-level definitions become one chunk each when they fit; long classes are split
+into a header chunk and (groups of) methods, long functions at statement boundaries with their
+signature repeated; module-level code between definitions is packed into "module" chunks.
+Unsupported languages fall back to plain line windows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+from core.chunking.code_langs import (
+    CLASSLIKE,
+    LANGS,
+    SCOPES,
+    LangSpec,
+    def_kind,
+    def_name,
+    header_end,
+    language_for_path,
+    last_row,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["CodeChunk", "SymbolDef", "chunk_code", "language_for_path"]
+
+ELLIPSIS = "    ..."
+SEP = " › "
+WINDOW_LINES = 60
+_MAX_CHARS_PER_TOKEN = 32  # texts longer than this many chars per budget token are "too long"
+_TRIVIAL = re.compile(r"\s*(?:[\]\)\};,]+|end)?\s*")
+
+
+@dataclass(frozen=True)
+class CodeChunk:
+    text: str  # context header line, then the code (plus repeated signatures for pieces)
+    start_line: int  # 1-based, inclusive, lines of the original file covered by this piece
+    end_line: int  # 1-based, inclusive
+    symbol: str | None  # qualified name, None for module-level code and windows
+    kind: str  # "function" | "class" | "method" | "method_group" | "module" | "window" | ...
+
+
+@dataclass(frozen=True)
+class SymbolDef:
+    name: str
+    qualname: str
+    kind: str
+    start_line: int
+    end_line: int
+
+
+@dataclass
+class _Def:
+    name: str
+    qualname: str
+    kind: str
+    node: Node
+    start: int  # 0-based first row, including decorators / export / template wrappers
+    def_start: int  # row where the definition node itself starts (signature start)
+    end: int  # 0-based last row
+    hdr_end: int  # last row of the signature / header
+    children: list[_Def] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+@cache
+def _language(lang: str) -> Language:
+    spec = LANGS[lang]
+    return Language(getattr(importlib.import_module(spec.module), spec.func)())
+
+
+@cache
+def _query(lang: str) -> Query:
+    types = " ".join(f"({t})" for t in LANGS[lang].defs)
+    return Query(_language(lang), f"[{types}] @def")
+
+
+def _collect(root: Node, lang: str) -> list[_Def]:
+    """All definitions, in file order, each linked to its nearest enclosing definition."""
+    spec = LANGS[lang]
+    nodes = QueryCursor(_query(lang)).captures(root).get("def", [])
+    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
+    out: list[_Def] = []
+    stack: list[_Def] = []
+    scoped: list[tuple[_Def, str]] = []
+    for node in nodes:
+        dotted = def_name(node)
+        if not dotted:
+            continue
+        while stack and stack[-1].node.end_byte <= node.start_byte:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        span = node
+        for _ in range(3):  # climb decorators / export / template / typedef wrappers
+            up = span.parent
+            if up is None or up.type not in spec.wrappers:
+                break
+            if sum(1 for c in up.named_children if c.type in spec.defs) > 1:
+                break
+            span = up
+        end = last_row(span)
+        qual = f"{parent.qualname}.{dotted}" if parent else dotted
+        d = _Def(
+            name=dotted.rsplit(".", 1)[-1],
+            qualname=qual,
+            kind=def_kind(node, spec, parent.kind if parent else None),
+            node=node,
+            start=span.start_point.row,
+            def_start=node.start_point.row,
+            end=end,
+            hdr_end=header_end(node, end),
+        )
+        (parent.children if parent else out).append(d)
+        stack.append(d)
+        if "." in dotted and d.kind == "function" and node.type == "function_definition":
+            scoped.append((d, dotted.rsplit(".", 2)[-2]))
+    classes = {d.name for d in _walk(out) if d.kind in CLASSLIKE}
+    for d, owner in scoped:  # C++ `void Foo::bar() {...}` defined outside its class
+        if owner in classes:
+            d.kind = "method"
+    return out
+
+
+def _walk(defs: list[_Def]) -> list[_Def]:
+    acc: list[_Def] = []
+    todo = list(reversed(defs))
+    while todo:
+        d = todo.pop()
+        acc.append(d)
+        todo.extend(reversed(d.children))
+    return acc
+
+
+# ---------------------------------------------------------------------------- chunking
+
+
+class _Chunker:
+    def __init__(
+        self,
+        path: str,
+        lines: list[str],
+        count: Callable[[str], int],
+        max_tokens: int,
+        spec: LangSpec | None,
+        root: Node | None,
+    ) -> None:
+        self.path, self.lines, self.count, self.max = path, lines, count, max_tokens
+        self.comments: tuple[str, ...] = spec.comments if spec else ()
+        self.base = count("")
+        self.line_cost: dict[int, int] = {}
+        self.heads: dict[tuple[str | None, str], str] = {}
+        self.costs: dict[str, int] = {}
+        self.out: list[CodeChunk] = []
+        self.root_kids: list[Node] = list(root.named_children) if root is not None else []
+        self.kid_starts = [c.start_point.row for c in self.root_kids]
+        self.kid_ends = [c.end_point.row for c in self.root_kids]
+
+    # -- helpers
+    def fits(self, text: str) -> bool:
+        return len(text) <= self.max * _MAX_CHARS_PER_TOKEN and self.count(text) <= self.max
+
+    def join(self, a: int, b: int) -> str:
+        return "\n".join(self.lines[a : b + 1])
+
+    def blank(self, row: int) -> bool:
+        return not self.lines[row].strip()
+
+    def trivial(self, a: int, b: int) -> bool:
+        return all(_TRIVIAL.fullmatch(self.lines[i]) for i in range(a, b + 1))
+
+    def cost(self, row: int) -> int:
+        if row not in self.line_cost:
+            line = self.lines[row]
+            big = len(line) > self.max * _MAX_CHARS_PER_TOKEN
+            self.line_cost[row] = self.max + 1 if big else self.count(line + "\n") - self.base
+        return self.line_cost[row]
+
+    def sig(self, d: _Def) -> str:
+        return self.join(d.def_start, d.hdr_end) + "\n"
+
+    def prefix(self, anc: list[_Def], d: _Def | None, row: int) -> str:
+        text = "".join(self.sig(x) for x in anc)
+        if d is not None and row > d.def_start:
+            text += self.sig(d) + ELLIPSIS + "\n"
+        return text
+
+    def head(self, qual: str | None, prefix: str) -> str:
+        """Context line (+ prefix); degraded when it would eat too much of the budget."""
+        key = (qual, prefix)
+        if key not in self.heads:
+            ctx = self.path if qual is None else f"{self.path}{SEP}{qual}"
+            short = os.path.basename(self.path) + (f"{SEP}{qual}" if qual else "")
+            options = [(f"{ctx}\n{prefix}", self.max // 2), (f"{ctx}\n", self.max * 3 // 4)]
+            options.append((f"{short}\n", self.max * 3 // 4))
+            self.heads[key] = next((h for h, lim in options if self.count(h) <= lim), "")
+        return self.heads[key]
+
+    def head_cost(self, head: str) -> int:
+        if head not in self.costs:
+            self.costs[head] = self.count(head)
+        return self.costs[head]
+
+    def emit(self, text: str, a: int, b: int, symbol: str | None, kind: str) -> None:
+        self.out.append(CodeChunk(text, a + 1, b + 1, symbol, kind))
+
+    def breaks(self, nodes: Sequence[Node], a: int, b: int) -> dict[int, int]:
+        """Preferred piece starts: rows where a statement begins (shallower = better)."""
+        out: dict[int, int] = {}
+        stack = [(n, 3) for n in nodes]
+        while stack:
+            node, prio = stack.pop()
+            s, e = node.start_point.row, node.end_point.row
+            if e < a or s > b:
+                continue
+            line = self.lines[s] if s < len(self.lines) else ""
+            if a < s <= b and node.start_point.column == len(line) - len(line.lstrip(" \t")):
+                out[s] = max(out.get(s, 0), prio)
+            if prio > 1 and e > s:
+                stack.extend((c, prio - 1) for c in node.named_children)
+        return out
+
+    def root_breaks(self, a: int, b: int) -> dict[int, int]:
+        lo, hi = bisect.bisect_left(self.kid_ends, a), bisect.bisect_right(self.kid_starts, b)
+        return self.breaks(self.root_kids[lo:hi], a, b)
+
+    # -- line packing
+    def pack(
+        self,
+        a: int,
+        b: int,
+        qual: str | None,
+        kind: str,
+        anc: list[_Def],
+        d: _Def | None,
+        brk: dict[int, int],
+        loose: bool = False,
+        max_lines: int | None = None,
+    ) -> None:
+        """Cover rows a..b with consecutive pieces that fit; ``loose`` trims blank edges and
+        drops pieces holding only blank / closing-bracket lines."""
+        r = a
+        while r <= b:
+            if loose and self.blank(r):
+                r += 1
+                continue
+            head = self.head(qual, self.prefix(anc, d, r))
+            budget = self.max - self.head_cost(head)
+            m, acc = r, self.cost(r)
+            while m < b and acc + self.cost(m + 1) <= budget:
+                if max_lines is not None and m + 1 - r >= max_lines:
+                    break
+                m, acc = m + 1, acc + self.cost(m + 1)
+            if m < b:  # choose a good break in the second half of what fits
+                best, best_p = m + 1, -1
+                for k in range(m + 1, r + 1 + (m - r) // 2 - 1, -1):
+                    p = brk.get(k, 0) + (2 if self.blank(k - 1) else 0)
+                    if p > best_p:
+                        best, best_p = k, p
+                m = best - 1
+            while True:
+                last = m
+                while loose and last > r and self.blank(last):
+                    last -= 1
+                text = head + self.join(r, last)
+                used = self.count(text) if len(text) <= self.max * _MAX_CHARS_PER_TOKEN else -1
+                if 0 <= used <= self.max:
+                    if not (loose and self.trivial(r, last)):
+                        self.emit(text, r, last, qual, kind)
+                    break
+                if m == r:
+                    self.split_line(r, qual, kind, head)
+                    break
+                shrunk = r + (m - r + 1) * self.max // used - 1 if used > 0 else r + (m - r) // 2
+                m = max(r, min(m - 1, shrunk))
+            r = m + 1
+
+    def split_line(self, row: int, qual: str | None, kind: str, head: str) -> None:
+        """A single line that does not fit: cut it at whitespace / characters into pieces."""
+        line, n = self.lines[row], len(self.lines[row])
+        ctx = self.head(qual, "")
+        head = next((h for h in (head, ctx, "") if self.count(h + line[:1]) <= self.max), "")
+        hc = self.count(head)
+        if self.count(head + line[:1]) > self.max:
+            raise ValueError(f"max_tokens={self.max} cannot hold a single character")
+        pos, guess = 0, 4 * max(1, self.max - hc)
+        while pos < n:
+            if n - pos <= guess * 2 and self.count(head + line[pos:]) <= self.max:
+                self.emit(head + line[pos:], row, row, qual, kind)
+                return
+            rest = n - pos
+            lo, hi, probe, steps = 0, rest + 1, min(guess, rest), 0  # hi > rest: unknown
+            while hi - lo > max(1, lo // 32):  # a few % short of the maximum is fine
+                used = self.count(head + line[pos : pos + probe])
+                lo, hi = (probe, hi) if used <= self.max else (lo, probe)
+                est = probe * (self.max - hc) // max(1, used - hc)  # interpolate, then bisect
+                est, steps = max(probe // 2, min(probe * 2, est)), steps + 1
+                if steps < 3 and lo < est < hi:
+                    probe = est
+                else:
+                    probe = (lo + hi) // 2 if hi <= rest else min(lo * 2, rest)
+            if lo == 0:
+                lo = 1
+                if self.count(head + line[pos]) > self.max:
+                    raise ValueError(f"max_tokens={self.max} cannot hold {line[pos]!r}")
+            space = max(line.rfind(" ", pos, pos + lo), line.rfind("\t", pos, pos + lo)) - pos
+            cut = space + 1 if space + 1 > lo // 2 else lo
+            if cut != lo and self.count(head + line[pos : pos + cut]) > self.max:
+                cut = lo  # (token counts of prefixes are not always monotonic)
+            self.emit(head + line[pos : pos + cut], row, row, qual, kind)
+            pos, guess = pos + cut, lo
+
+    # -- symbols
+    def ext_start(self, row: int, lo: int) -> int:
+        while row - 1 >= lo and self.lines[row - 1].lstrip().startswith(self.comments):
+            row -= 1
+        return row
+
+    def parts(self, defs: list[_Def], a: int, b: int) -> list[tuple[int, int, _Def | None]]:
+        """Split rows a..b into definitions (with their leading comments) and gaps."""
+        out: list[tuple[int, int, _Def | None]] = []
+        cur = a
+        for d in defs:
+            s, e = max(d.start, cur), min(d.end, b)
+            if e < s:
+                continue
+            s = self.ext_start(s, cur) if s == d.start else s
+            self.add_gap(out, cur, s - 1)
+            out.append((s, e, d))
+            cur = e + 1
+        self.add_gap(out, cur, b)
+        return out
+
+    def add_gap(self, out: list[tuple[int, int, _Def | None]], a: int, b: int) -> None:
+        while a <= b and self.blank(a):
+            a += 1
+        while b >= a and self.blank(b):
+            b -= 1
+        if a <= b:
+            out.append((a, b, None))
+
+    def gap(self, a: int, b: int, anc: list[_Def], owner: _Def | None) -> None:
+        if owner is None:
+            self.pack(a, b, None, "module", [], None, self.root_breaks(a, b), loose=True)
+        else:
+            self.pack(
+                a, b, owner.qualname, owner.kind, anc, owner, self.body_breaks(owner, a, b), True
+            )
+
+    def body_breaks(self, d: _Def, a: int, b: int) -> dict[int, int]:
+        body = d.node.child_by_field_name("body")
+        return self.breaks((body or d.node).named_children, a, b)
+
+    def items(self, defs: list[_Def], a: int, b: int, anc: list[_Def], owner: _Def | None) -> None:
+        """Each definition its own chunk(s); code between them packed with the owner's context."""
+        inner = [*anc, owner] if owner else anc
+        for s, e, d in self.parts(defs, a, b):
+            if d is not None:
+                self.symbol(d, s, e, inner)
+            elif owner is None or not all(
+                self.blank(i) or owner.def_start <= i <= owner.hdr_end or self.trivial(i, i)
+                for i in range(s, e + 1)
+            ):
+                self.gap(s, e, anc, owner)
+
+    def symbol(self, d: _Def, a: int, b: int, anc: list[_Def]) -> None:
+        text = self.head(d.qualname, self.prefix(anc, d, a)) + self.join(a, b)
+        if self.fits(text):
+            self.emit(text, a, b, d.qualname, d.kind)
+        elif d.children and d.kind in SCOPES:
+            self.items(d.children, a, b, anc, d)
+        elif d.children and d.kind in CLASSLIKE:
+            self.group(d, a, b, anc)
+        else:
+            self.pack(a, b, d.qualname, d.kind, anc, d, self.body_breaks(d, a, b))
+
+    def group(self, d: _Def, a: int, b: int, anc: list[_Def]) -> None:
+        """Class too long: header chunk, then methods alone or in groups that fit."""
+        inner = [*anc, d]
+        parts = self.parts(d.children, a, b)
+        if parts and parts[0][2] is None:
+            s, e, _ = parts.pop(0)
+            self.pack(s, e, d.qualname, d.kind, anc, d, self.body_breaks(d, s, e))
+        merged: list[tuple[int, int, _Def | None, int]] = []  # gap + following member
+        pending: tuple[int, int] | None = None
+        for s, e, m in parts:
+            if m is None:
+                pending = (s, e)
+            else:
+                merged.append((s if pending is None else pending[0], e, m, s))
+                pending = None
+        if pending is not None:
+            merged.append((*pending, None, pending[0]))
+        group: list[_Def | None] = []
+        ga, gb = 0, -1
+
+        def text_for(members: list[_Def | None], s: int, e: int) -> tuple[str, str | None, str]:
+            real = [m for m in members if m is not None]
+            qual, kind = (
+                (real[0].qualname, real[0].kind) if len(real) == 1 else (d.qualname, d.kind)
+            )
+            if len(real) > 1:
+                kind = "method_group" if all(m.kind == "method" for m in real) else "group"
+            return self.head(qual, self.prefix(inner, None, s)) + self.join(s, e), qual, kind
+
+        def flush() -> None:
+            if group and not (all(m is None for m in group) and self.trivial(ga, gb)):
+                text, qual, kind = text_for(group, ga, gb)
+                self.emit(text, ga, gb, qual, kind)
+            group.clear()
+
+        for s, e, m, ms in merged:
+            if group and self.fits(text_for([*group, m], ga, e)[0]):
+                group.append(m)
+                gb = e
+                continue
+            flush()
+            if self.fits(text_for([m], s, e)[0]):
+                group.append(m)
+                ga, gb = s, e
+            elif m is None:
+                self.gap(s, e, anc, d)
+            else:
+                if ms > s and not all(self.blank(i) for i in range(s, ms)):
+                    self.gap(s, ms - 1, anc, d)
+                    s = ms
+                self.symbol(m, s, e, inner)
+        flush()
+
+    def run(self, defs: list[_Def]) -> None:
+        self.items(defs, 0, len(self.lines) - 1, [], None)
+
+    def windows(self) -> None:
+        self.pack(0, len(self.lines) - 1, None, "window", [], None, {}, True, WINDOW_LINES)
+
+
+def _split_lines(source: str) -> list[str]:
+    lines = source.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def chunk_code(
+    path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int
+) -> tuple[list[CodeChunk], list[SymbolDef]]:
+    """Chunk one source file; returns (chunks in file order, symbol table)."""
+    if not source.strip():
+        return [], []
+    lines = _split_lines(source)
+    lang = language_for_path(path)
+    defs: list[_Def] | None = None
+    root: Node | None = None
+    if lang is not None:
+        try:
+            parser = Parser(_language(lang))
+            root = parser.parse(source.encode("utf-8", "replace")).root_node
+            defs = _collect(root, lang)
+        except Exception:  # grammar missing / parser failure: fall back to windows
+            log.warning("tree-sitter failed for %s; using line windows", path, exc_info=True)
+            defs, root = None, None
+    chunker = _Chunker(path, lines, count_tokens, max_tokens, LANGS[lang] if lang else None, root)
+    if defs is None:
+        chunker.windows()
+        return chunker.out, []
+    chunker.run(defs)
+    symbols = [SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1) for d in _walk(defs)]
+    return chunker.out, symbols

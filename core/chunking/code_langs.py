@@ -1,0 +1,259 @@
+"""Per-language tables for the tree-sitter code chunker (see ``core.chunking.code``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+# Kinds whose nested functions are "methods" and whose members are grouped when split.
+CLASSLIKE = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "record", "union"})
+# Kinds whose members are chunked one by one (like top-level items) when split.
+SCOPES = frozenset({"namespace", "module"})
+
+_C_COMMENTS = ("//", "/*", "*")
+
+
+@dataclass(frozen=True)
+class LangSpec:
+    module: str  # python module of the grammar wheel
+    func: str  # function in that module returning the language pointer
+    defs: dict[str, str]  # node type -> symbol kind
+    wrappers: frozenset[str] = frozenset()  # parents whose lines belong to the definition
+    comments: tuple[str, ...] = _C_COMMENTS  # line prefixes attached to the next definition
+    method_parents: frozenset[str] = CLASSLIKE  # parent kinds turning a function into a method
+
+
+_JS_DEFS = {
+    "function_declaration": "function",
+    "generator_function_declaration": "function",
+    "class_declaration": "class",
+    "method_definition": "method",
+    "variable_declarator": "function",  # only `const f = () => ...` / `= class ...`
+}
+_TS_DEFS = {
+    **_JS_DEFS,
+    "abstract_class_declaration": "class",
+    "interface_declaration": "interface",
+    "enum_declaration": "enum",
+    "type_alias_declaration": "type",
+    "internal_module": "namespace",
+    "module": "module",
+}
+_JS_WRAPPERS = frozenset({"export_statement", "lexical_declaration", "variable_declaration"})
+_TS_WRAPPERS = _JS_WRAPPERS | {"ambient_declaration", "expression_statement"}
+_JS_COMMENTS = (*_C_COMMENTS, "@")
+_C_DEFS = {
+    "function_definition": "function",
+    "struct_specifier": "struct",
+    "union_specifier": "union",
+    "enum_specifier": "enum",
+}
+
+LANGS: dict[str, LangSpec] = {
+    "python": LangSpec(
+        "tree_sitter_python",
+        "language",
+        {"function_definition": "function", "class_definition": "class"},
+        frozenset({"decorated_definition"}),
+        ("#", "@"),
+    ),
+    "javascript": LangSpec(
+        "tree_sitter_javascript", "language", _JS_DEFS, _JS_WRAPPERS, _JS_COMMENTS
+    ),
+    "typescript": LangSpec(
+        "tree_sitter_typescript", "language_typescript", _TS_DEFS, _TS_WRAPPERS, _JS_COMMENTS
+    ),
+    "tsx": LangSpec("tree_sitter_typescript", "language_tsx", _TS_DEFS, _TS_WRAPPERS, _JS_COMMENTS),
+    "go": LangSpec(
+        "tree_sitter_go",
+        "language",
+        {
+            "function_declaration": "function",
+            "method_declaration": "method",
+            "type_spec": "type",
+            "type_alias": "type",
+        },
+        frozenset({"type_declaration"}),
+    ),
+    "rust": LangSpec(
+        "tree_sitter_rust",
+        "language",
+        {
+            "function_item": "function",
+            "struct_item": "struct",
+            "enum_item": "enum",
+            "union_item": "union",
+            "trait_item": "trait",
+            "impl_item": "impl",
+            "mod_item": "module",
+            "macro_definition": "macro",
+        },
+        comments=(*_C_COMMENTS, "#["),
+    ),
+    "java": LangSpec(
+        "tree_sitter_java",
+        "language",
+        {
+            "class_declaration": "class",
+            "interface_declaration": "interface",
+            "enum_declaration": "enum",
+            "record_declaration": "record",
+            "annotation_type_declaration": "interface",
+            "method_declaration": "method",
+            "constructor_declaration": "method",
+        },
+        comments=_JS_COMMENTS,
+    ),
+    "c": LangSpec(
+        "tree_sitter_c", "language", _C_DEFS, frozenset({"type_definition", "declaration"})
+    ),
+    "cpp": LangSpec(
+        "tree_sitter_cpp",
+        "language",
+        {**_C_DEFS, "class_specifier": "class", "namespace_definition": "namespace"},
+        frozenset({"type_definition", "declaration", "template_declaration"}),
+    ),
+    "ruby": LangSpec(
+        "tree_sitter_ruby",
+        "language",
+        {
+            "class": "class",
+            "module": "module",
+            "method": "function",
+            "singleton_method": "method",
+        },
+        comments=("#",),
+        method_parents=CLASSLIKE | {"module"},
+    ),
+}
+
+_EXT: dict[str, str] = {
+    **dict.fromkeys((".py", ".pyi", ".pyw"), "python"),
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx"), "javascript"),
+    **dict.fromkeys((".ts", ".mts", ".cts"), "typescript"),
+    ".tsx": "tsx",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    **dict.fromkeys((".c", ".h"), "c"),
+    **dict.fromkeys(
+        (".cc", ".cpp", ".cxx", ".c++", ".hh", ".hpp", ".hxx", ".h++", ".ipp", ".inl", ".tpp"),
+        "cpp",
+    ),
+    **dict.fromkeys((".rb", ".rake", ".gemspec", ".ru"), "ruby"),
+}
+_NAMES: dict[str, str] = {"Rakefile": "ruby", "Gemfile": "ruby", "Guardfile": "ruby"}
+
+
+def language_for_path(path: str) -> str | None:
+    """The chunker's language name for a file path, or None when unsupported."""
+    base = os.path.basename(path.replace("\\", "/"))
+    if base in _NAMES:
+        return _NAMES[base]
+    return _EXT.get(os.path.splitext(base)[1].lower())
+
+
+# ---------------------------------------------------------------- node helpers
+
+_TEMPLATE_ARGS = re.compile(r"<[^<>]*>")
+_FUNC_VALUES = frozenset(
+    {"arrow_function", "function_expression", "function", "generator_function"}
+)
+
+
+def node_text(node: Node | None) -> str:
+    return node.text.decode("utf-8", "replace") if node is not None and node.text else ""
+
+
+def norm_name(name: str) -> str:
+    prev = ""
+    while prev != name:
+        prev, name = name, _TEMPLATE_ARGS.sub("", name)
+    return re.sub(r"\s+", "", name).replace("::", ".").strip(".\"'`")
+
+
+def last_row(node: Node) -> int:
+    row, col = node.end_point
+    return row - 1 if col == 0 and row > node.start_point.row else row
+
+
+def def_name(node: Node) -> str | None:
+    """Possibly dotted name of a definition node ("Recv.Method" for Go), None if not a def."""
+    t = node.type
+    if t == "method_declaration" and node.child_by_field_name("receiver") is not None:  # Go
+        recv = node.child_by_field_name("receiver")
+        params = (
+            [c for c in recv.named_children if c.type == "parameter_declaration"] if recv else []
+        )
+        typ = (
+            norm_name(re.sub(r"\[.*\]", "", node_text(params[0].child_by_field_name("type"))))
+            if params
+            else ""
+        )
+        name = node_text(node.child_by_field_name("name"))
+        return f"{typ.lstrip('*')}.{name}" if typ.lstrip("*") else name
+    if t == "impl_item":
+        words = re.findall(r"[A-Za-z_]\w*", norm_name(node_text(node.child_by_field_name("type"))))
+        return words[-1] if words else None
+    if t == "variable_declarator":
+        value, name_node = node.child_by_field_name("value"), node.child_by_field_name("name")
+        ok = value is not None and (value.type in _FUNC_VALUES or value.type == "class")
+        return node_text(name_node) if ok and name_node and name_node.type == "identifier" else None
+    if t in (
+        "struct_specifier",
+        "union_specifier",
+        "enum_specifier",
+        "class_specifier",
+        "mod_item",
+    ):
+        if node.child_by_field_name("body") is None:
+            return None
+        parent = node.parent
+        if node.child_by_field_name("name") is None and parent and parent.type == "type_definition":
+            return norm_name(node_text(parent.child_by_field_name("declarator"))) or None
+    name_node = node.child_by_field_name("name")
+    if name_node is None and t == "function_definition":  # C / C++ declarator chain
+        d = node.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            nxt = d.child_by_field_name("declarator")
+            d = nxt or next((c for c in d.named_children if c.type.endswith("declarator")), None)
+        name_node = d.child_by_field_name("declarator") if d is not None else None
+    return (norm_name(node_text(name_node)) or None) if name_node is not None else None
+
+
+def def_kind(node: Node, spec: LangSpec, parent_kind: str | None) -> str:
+    kind = spec.defs[node.type]
+    if node.type == "type_spec":
+        typ = node.child_by_field_name("type")
+        kind = {"struct_type": "struct", "interface_type": "interface"}.get(
+            typ.type if typ else "", kind
+        )
+    elif node.type == "variable_declarator":
+        value = node.child_by_field_name("value")
+        kind = "class" if value is not None and value.type == "class" else kind
+    if kind == "function" and parent_kind in spec.method_parents:
+        kind = "method"
+    return kind
+
+
+def header_end(node: Node, end: int) -> int:
+    """Last row of the definition's signature: up to the body's opening brace / colon line."""
+    start = node.start_point.row
+    body = node.child_by_field_name("body")
+    if node.type == "type_spec":
+        body = node.child_by_field_name("type")
+    elif node.type == "variable_declarator":
+        value = node.child_by_field_name("value")
+        body = value.child_by_field_name("body") if value is not None else None
+    if body is None:
+        return start
+    row = body.start_point.row
+    if body.children and body.children[0].is_named:  # Python / Ruby: no brace, first statement
+        prev = body.prev_sibling
+        while prev is not None and prev.is_extra:  # comments between header and body
+            prev = prev.prev_sibling
+        row = prev.end_point.row if prev is not None else start
+    return max(start, min(row, end))

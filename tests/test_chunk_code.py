@@ -1,0 +1,727 @@
+"""Tests for the tree-sitter code chunker (core/chunking/code.py)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+
+import pytest
+
+from core.chunking.code import CodeChunk, SymbolDef, chunk_code, language_for_path
+
+
+def words(text: str) -> int:
+    """Cheap deterministic stand-in for a tokenizer: 2 special tokens + whitespace words."""
+    return len(text.split()) + 2
+
+
+def chars(text: str) -> int:
+    return len(text) // 4 + 2
+
+
+def src_lines(source: str) -> list[str]:
+    lines = source.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def check(
+    source: str,
+    chunks: list[CodeChunk],
+    max_tokens: int,
+    count: Callable[[str], int] = words,
+) -> None:
+    """Invariants every result must satisfy."""
+    lines = src_lines(source)
+    prev_end = 0
+    for c in chunks:
+        assert count(c.text) <= max_tokens, c
+        assert 1 <= c.start_line <= c.end_line <= len(lines), c
+        code = "\n".join(lines[c.start_line - 1 : c.end_line])
+        if c.text.endswith("\n" + code):
+            assert c.start_line > prev_end, f"chunks out of order / overlapping: {c}"
+        else:  # a piece of a single line too long for the budget
+            assert c.start_line == c.end_line >= prev_end, c
+            assert c.text.split("\n", 1)[1] in lines[c.start_line - 1], c
+        prev_end = c.end_line
+
+
+def by_symbol(chunks: list[CodeChunk]) -> dict[str | None, list[CodeChunk]]:
+    out: dict[str | None, list[CodeChunk]] = {}
+    for c in chunks:
+        out.setdefault(c.symbol, []).append(c)
+    return out
+
+
+def sym_table(symbols: list[SymbolDef]) -> list[tuple[str, str, int, int]]:
+    return [(s.qualname, s.kind, s.start_line, s.end_line) for s in symbols]
+
+
+# --------------------------------------------------------------------------- languages
+
+
+def test_language_for_path() -> None:
+    assert language_for_path("a/b/c.py") == "python"
+    assert language_for_path("x.pyi") == "python"
+    assert language_for_path("web/app.jsx") == "javascript"
+    assert language_for_path("web/app.mjs") == "javascript"
+    assert language_for_path("web/app.ts") == "typescript"
+    assert language_for_path("web/App.tsx") == "tsx"
+    assert language_for_path("cmd/main.go") == "go"
+    assert language_for_path("src/lib.rs") == "rust"
+    assert language_for_path("Foo.java") == "java"
+    assert language_for_path("x.c") == "c"
+    assert language_for_path("x.h") == "c"
+    assert language_for_path("x.cpp") == "cpp"
+    assert language_for_path("x.hpp") == "cpp"
+    assert language_for_path("x.CC") == "cpp"
+    assert language_for_path("lib/foo.rb") == "ruby"
+    assert language_for_path("Rakefile") == "ruby"
+    assert language_for_path("README.md") is None
+    assert language_for_path("Makefile") is None
+    assert language_for_path("noext") is None
+
+
+PY = '''import os
+from typing import Any
+
+TIMEOUT = 30
+
+
+@dataclass
+class Config(Base):
+    """Settings."""
+
+    name: str = "x"
+
+    def load(self, path: str) -> Config:
+        return self
+
+    @staticmethod
+    def default() -> Config:
+        return Config()
+
+
+def main(argv: list[str]) -> int:
+    def helper() -> None:
+        pass
+
+    return 0
+
+
+if __name__ == "__main__":
+    main([])
+'''
+
+
+def test_python_symbols_and_chunks() -> None:
+    chunks, symbols = chunk_code("src/pkg/config.py", PY, words, 500)
+    check(PY, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Config", "class", 7, 18),
+        ("Config.load", "method", 13, 14),
+        ("Config.default", "method", 16, 18),
+        ("main", "function", 21, 25),
+        ("main.helper", "function", 22, 23),
+    ]
+    assert symbols[1].name == "load"
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 4),
+        ("class", "Config", 7, 18),
+        ("function", "main", 21, 25),
+        ("module", None, 28, 29),
+    ]
+    assert chunks[0].text == "src/pkg/config.py\nimport os\nfrom typing import Any\n\nTIMEOUT = 30"
+    # the decorator is part of the class chunk
+    assert chunks[1].text.startswith("src/pkg/config.py › Config\n@dataclass\nclass Config(Base):")
+    assert chunks[3].text.endswith('if __name__ == "__main__":\n    main([])')
+
+
+def test_python_comment_before_def_is_attached() -> None:
+    src = "X = 1\n\n# Adds numbers.\n# Really.\ndef add(a, b):\n    return a + b\n"
+    chunks, _ = chunk_code("m.py", src, words, 200)
+    assert [(c.kind, c.start_line, c.end_line) for c in chunks] == [
+        ("module", 1, 1),
+        ("function", 3, 6),
+    ]
+    assert (
+        chunks[1].text == "m.py › add\n# Adds numbers.\n# Really.\ndef add(a, b):\n    return a + b"
+    )
+
+
+JS = """import { x } from "./x.js";
+
+/** Greeter. */
+export class Greeter {
+  constructor(name) {
+    this.name = name;
+  }
+
+  greet() {
+    return `hi ${this.name}`;
+  }
+}
+
+export function add(a, b) {
+  return a + b;
+}
+
+const twice = (f) => (v) => f(f(v));
+"""
+
+
+def test_javascript() -> None:
+    chunks, symbols = chunk_code("web/greet.js", JS, words, 500)
+    check(JS, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Greeter", "class", 4, 12),
+        ("Greeter.constructor", "method", 5, 7),
+        ("Greeter.greet", "method", 9, 11),
+        ("add", "function", 14, 16),
+        ("twice", "function", 18, 18),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 1),
+        ("class", "Greeter", 3, 12),  # JSDoc comment included
+        ("function", "add", 14, 16),
+        ("function", "twice", 18, 18),
+    ]
+
+
+TS = """export interface Shape {
+  area(): number;
+}
+
+export type Id = string;
+
+enum Color {
+  Red,
+  Green,
+}
+
+export class Circle implements Shape {
+  constructor(private r: number) {}
+
+  area(): number {
+    return Math.PI * this.r ** 2;
+  }
+}
+
+export default function makeCircle(r: number): Circle {
+  return new Circle(r);
+}
+"""
+
+
+def test_typescript_and_tsx() -> None:
+    chunks, symbols = chunk_code("src/shapes.ts", TS, words, 500)
+    check(TS, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Shape", "interface", 1, 3),
+        ("Id", "type", 5, 5),
+        ("Color", "enum", 7, 10),
+        ("Circle", "class", 12, 18),
+        ("Circle.constructor", "method", 13, 13),
+        ("Circle.area", "method", 15, 17),
+        ("makeCircle", "function", 20, 22),
+    ]
+    assert [c.symbol for c in chunks] == ["Shape", "Id", "Color", "Circle", "makeCircle"]
+    tsx = "export function App(): JSX.Element {\n  return <div>hi</div>;\n}\n"
+    chunks, symbols = chunk_code("src/App.tsx", tsx, words, 500)
+    assert sym_table(symbols) == [("App", "function", 1, 3)]
+    assert chunks[0].text == "src/App.tsx › App\n" + tsx.rstrip("\n")
+
+
+GO = """package server
+
+import "net/http"
+
+// Server serves.
+type Server struct {
+	addr string
+}
+
+type Handler interface {
+	Serve() error
+}
+
+// Start starts the server.
+func (s *Server) Start() error {
+	return http.ListenAndServe(s.addr, nil)
+}
+
+func New(addr string) *Server {
+	return &Server{addr: addr}
+}
+"""
+
+
+def test_go() -> None:
+    chunks, symbols = chunk_code("server/server.go", GO, words, 500)
+    check(GO, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Server", "struct", 6, 8),
+        ("Handler", "interface", 10, 12),
+        ("Server.Start", "method", 15, 17),
+        ("New", "function", 19, 21),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 3),
+        ("struct", "Server", 5, 8),
+        ("interface", "Handler", 10, 12),
+        ("method", "Server.Start", 14, 17),
+        ("function", "New", 19, 21),
+    ]
+    assert chunks[3].text.startswith("server/server.go › Server.Start\n// Start starts")
+
+
+RUST = """use std::fmt;
+
+#[derive(Debug, Clone)]
+pub struct Point {
+    x: f64,
+    y: f64,
+}
+
+impl Point {
+    pub fn new(x: f64, y: f64) -> Self {
+        Point { x, y }
+    }
+
+    fn norm(&self) -> f64 {
+        (self.x * self.x + self.y * self.y).sqrt()
+    }
+}
+
+pub trait Shape {
+    fn area(&self) -> f64;
+}
+
+enum Kind {
+    A,
+    B,
+}
+
+fn helper() -> u32 {
+    1
+}
+"""
+
+
+def test_rust() -> None:
+    chunks, symbols = chunk_code("src/geo.rs", RUST, words, 500)
+    check(RUST, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Point", "struct", 4, 7),
+        ("Point", "impl", 9, 17),
+        ("Point.new", "method", 10, 12),
+        ("Point.norm", "method", 14, 16),
+        ("Shape", "trait", 19, 21),
+        ("Kind", "enum", 23, 26),
+        ("helper", "function", 28, 30),
+    ]
+    assert [(c.kind, c.symbol, c.start_line) for c in chunks] == [
+        ("module", None, 1),
+        ("struct", "Point", 3),  # the attribute line belongs to the struct
+        ("impl", "Point", 9),
+        ("trait", "Shape", 19),
+        ("enum", "Kind", 23),
+        ("function", "helper", 28),
+    ]
+
+
+JAVA = """package com.example;
+
+import java.util.List;
+
+/**
+ * A repository.
+ */
+public class Repo {
+    private final List<String> items;
+
+    public Repo(List<String> items) {
+        this.items = items;
+    }
+
+    @Override
+    public String toString() {
+        return "Repo";
+    }
+
+    interface Listener {
+        void changed();
+    }
+}
+"""
+
+
+def test_java() -> None:
+    chunks, symbols = chunk_code("src/main/java/com/example/Repo.java", JAVA, words, 500)
+    check(JAVA, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Repo", "class", 8, 23),
+        ("Repo.Repo", "method", 11, 13),
+        ("Repo.toString", "method", 15, 18),
+        ("Repo.Listener", "interface", 20, 22),
+        ("Repo.Listener.changed", "method", 21, 21),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 3),
+        ("class", "Repo", 5, 23),
+    ]
+
+
+C = """#include <stdio.h>
+
+struct point {
+    int x, y;
+};
+
+typedef struct {
+    int w, h;
+} size_t2;
+
+/* Adds two ints. */
+static int add(int a, int b) {
+    return a + b;
+}
+
+char *name(void) {
+    return "c";
+}
+"""
+
+
+def test_c() -> None:
+    chunks, symbols = chunk_code("lib/util.c", C, words, 500)
+    check(C, chunks, 500)
+    assert sym_table(symbols) == [
+        ("point", "struct", 3, 5),
+        ("size_t2", "struct", 7, 9),
+        ("add", "function", 12, 14),
+        ("name", "function", 16, 18),
+    ]
+    assert [(c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        (None, 1, 1),
+        ("point", 3, 5),
+        ("size_t2", 7, 9),
+        ("add", 11, 14),
+        ("name", 16, 18),
+    ]
+
+
+CPP = """#include <string>
+
+namespace geo {
+
+class Shape {
+ public:
+  virtual ~Shape() = default;
+  double area() const { return 0.0; }
+  std::string name() const;
+};
+
+}  // namespace geo
+
+std::string geo::Shape::name() const {
+  return "shape";
+}
+
+template <typename T>
+T twice(T v) {
+  return v + v;
+}
+"""
+
+
+def test_cpp() -> None:
+    chunks, symbols = chunk_code("src/shape.cpp", CPP, words, 500)
+    check(CPP, chunks, 500)
+    assert sym_table(symbols) == [
+        ("geo", "namespace", 3, 12),
+        ("geo.Shape", "class", 5, 10),
+        ("geo.Shape.~Shape", "method", 7, 7),
+        ("geo.Shape.area", "method", 8, 8),
+        ("geo.Shape.name", "method", 14, 16),
+        ("twice", "function", 18, 21),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 1),
+        ("namespace", "geo", 3, 12),
+        ("method", "geo.Shape.name", 14, 16),
+        ("function", "twice", 18, 21),  # the template line belongs to the function
+    ]
+
+
+RUBY = """require "json"
+
+module Shop
+  # A cart.
+  class Cart < Base
+    TAX = 0.2
+
+    def initialize(items)
+      @items = items
+    end
+
+    def self.empty
+      new([])
+    end
+  end
+end
+"""
+
+
+def test_ruby() -> None:
+    chunks, symbols = chunk_code("lib/shop/cart.rb", RUBY, words, 500)
+    check(RUBY, chunks, 500)
+    assert sym_table(symbols) == [
+        ("Shop", "module", 3, 16),
+        ("Shop.Cart", "class", 5, 15),
+        ("Shop.Cart.initialize", "method", 8, 10),
+        ("Shop.Cart.empty", "method", 12, 14),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 1),
+        ("module", "Shop", 3, 16),
+    ]
+    # too small for the whole module: the class becomes its own chunk under the module header
+    chunks, _ = chunk_code("lib/shop/cart.rb", RUBY, words, 28)
+    check(RUBY, chunks, 28)
+    cart = by_symbol(chunks)["Shop.Cart"]
+    assert [(c.kind, c.start_line, c.end_line) for c in cart] == [("class", 4, 15)]
+    assert cart[0].text.startswith("lib/shop/cart.rb › Shop.Cart\nmodule Shop\n  # A cart.\n")
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def long_function(n: int) -> str:
+    body = []
+    for i in range(n):
+        body.append(f"    value_{i} = compute(items, {i}) + offset")
+        body.append(f"    total = total + value_{i} * weight")
+        if i % 3 == 2:
+            body.append("")
+    return (
+        "import math\n\n\n"
+        "def process(items: list[int], offset: int = 0) -> int:\n"
+        '    """Process items."""\n'
+        "    total = 0\n" + "\n".join(body) + "\n    return total\n"
+    )
+
+
+def test_long_function_split_with_signature_repeated() -> None:
+    src = long_function(40)
+    max_tokens = 80
+    chunks, symbols = chunk_code("pkg/proc.py", src, words, max_tokens)
+    check(src, chunks, max_tokens)
+    lines = src_lines(src)
+    assert sym_table(symbols) == [("process", "function", 4, len(lines))]
+    pieces = by_symbol(chunks)["process"]
+    assert len(pieces) >= 3
+    assert all(p.kind == "function" for p in pieces)
+    # contiguous, covering the whole function
+    assert pieces[0].start_line == 4
+    assert pieces[-1].end_line == len(lines)
+    for a, b in itertools.pairwise(pieces):
+        assert b.start_line == a.end_line + 1
+    sig = "def process(items: list[int], offset: int = 0) -> int:"
+    assert pieces[0].text.split("\n")[:2] == ["pkg/proc.py › process", sig]
+    for p in pieces[1:]:
+        head = p.text.split("\n")
+        assert head[:3] == ["pkg/proc.py › process", sig, "    ..."]
+        assert "\n".join(head[3:]) == "\n".join(lines[p.start_line - 1 : p.end_line])
+    # pieces prefer to start at a statement after a blank line
+    starts_after_blank = [p for p in pieces[1:] if lines[p.start_line - 2] == ""]
+    assert len(starts_after_blank) >= len(pieces[1:]) - 1
+
+
+def long_class() -> str:
+    methods = []
+    for name in ("get", "put", "delete", "scan"):
+        stmts = "\n".join(f"        step_{i} = self.backend.{name}(key, {i})" for i in range(6))
+        methods.append(f"    def {name}(self, key: str) -> None:\n{stmts}\n")
+    return (
+        "class Store(Base):\n"
+        '    """Key value store."""\n\n'
+        "    backend: Backend\n"
+        "    retries = 3\n\n" + "\n".join(methods)
+    )
+
+
+def test_long_class_split_into_methods_with_class_header() -> None:
+    src = long_class()
+    max_tokens = 60
+    chunks, symbols = chunk_code("kv/store.py", src, words, max_tokens)
+    check(src, chunks, max_tokens)
+    assert [s.qualname for s in symbols] == [
+        "Store",
+        "Store.get",
+        "Store.put",
+        "Store.delete",
+        "Store.scan",
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("class", "Store", 1, 5),
+        ("method", "Store.get", 7, 13),
+        ("method", "Store.put", 15, 21),
+        ("method", "Store.delete", 23, 29),
+        ("method", "Store.scan", 31, 37),
+    ]
+    assert chunks[0].text == (
+        'kv/store.py › Store\nclass Store(Base):\n    """Key value store."""\n\n'
+        "    backend: Backend\n    retries = 3"
+    )
+    for c in chunks[1:]:
+        text = c.text.split("\n")
+        assert c.symbol is not None
+        assert text[1] == "class Store(Base):"
+        assert text[2].startswith(f"    def {c.symbol.split('.')[1]}(self")
+
+
+def test_small_methods_are_grouped() -> None:
+    methods = "\n".join(f"    def m{i}(self):\n        return {i}\n" for i in range(12))
+    src = f"class Many:\n    x = 1\n\n{methods}"
+    chunks, _ = chunk_code("many.py", src, words, 40)
+    check(src, chunks, 40)
+    groups = [c for c in chunks if c.kind == "method_group"]
+    assert groups, [c.kind for c in chunks]
+    assert all(c.symbol == "Many" for c in groups)
+    assert all(c.text.split("\n")[1] == "class Many:" for c in groups)
+    assert chunks[0].kind == "class" and chunks[0].end_line == 2
+    # every method line is covered
+    covered = {i for c in chunks for i in range(c.start_line, c.end_line + 1)}
+    lines = src_lines(src)
+    assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
+
+
+def test_long_java_class_split_with_char_counter() -> None:
+    methods = "\n".join(
+        f"    public int m{i}(int x) {{\n"
+        + "\n".join(f"        x = x * {j} + {i};" for j in range(8))
+        + "\n        return x;\n    }\n"
+        for i in range(5)
+    )
+    src = f"package p;\n\npublic class Calc extends Base {{\n    int k = 2;\n\n{methods}}}\n"
+    chunks, symbols = chunk_code("Calc.java", src, chars, 90)
+    check(src, chunks, 90, chars)
+    assert [s.qualname for s in symbols] == ["Calc"] + [f"Calc.m{i}" for i in range(5)]
+    methods_chunks = [c for c in chunks if c.kind == "method"]
+    assert [c.symbol for c in methods_chunks] == [f"Calc.m{i}" for i in range(5)]
+    for c in methods_chunks:
+        assert c.text.split("\n")[1] == "public class Calc extends Base {"
+
+
+def test_single_huge_line_is_split_without_loss() -> None:
+    payload = " ".join(f"w{i}" for i in range(3000))
+    src = f'X = 1\nDATA = "{payload}"\n'
+    max_tokens = 50
+    chunks, symbols = chunk_code("data.py", src, words, max_tokens)
+    check(src, chunks, max_tokens)
+    assert symbols == []
+    line2 = [c for c in chunks if c.start_line == 2]
+    assert len(line2) >= 3000 // 48
+    assert all(c.end_line == 2 and c.kind == "module" and c.symbol is None for c in line2)
+    assert "".join(c.text.split("\n", 1)[1] for c in line2) == f'DATA = "{payload}"'
+    assert all(c.text.startswith("data.py\n") for c in line2)
+
+
+def test_huge_line_without_spaces_char_counter() -> None:
+    line = "x" * 20000
+    chunks, _ = chunk_code("blob.js", line, chars, 100)
+    check(line, chunks, 100, chars)
+    assert len(chunks) > 1
+    assert "".join(c.text.split("\n", 1)[1] for c in chunks) == line
+
+
+def test_module_level_constants_grouped() -> None:
+    src = "".join(f"CONST_{i} = {i}\n" for i in range(300))
+    chunks, symbols = chunk_code("consts.py", src, words, 200)
+    check(src, chunks, 200)
+    assert symbols == []
+    assert all(c.kind == "module" and c.symbol is None for c in chunks)
+    assert 3 <= len(chunks) <= 8
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 300
+    for a, b in itertools.pairwise(chunks):
+        assert b.start_line == a.end_line + 1
+
+
+def test_module_code_between_symbols_kept() -> None:
+    src = (
+        "import a\n\ndef f():\n    pass\n\n"
+        "REGISTRY = {}\nREGISTRY['f'] = f\n\n\ndef g():\n    pass\n"
+    )
+    chunks, _ = chunk_code("reg.py", src, words, 200)
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 1),
+        ("function", "f", 3, 4),
+        ("module", None, 6, 7),
+        ("function", "g", 10, 11),
+    ]
+    assert chunks[2].text == "reg.py\nREGISTRY = {}\nREGISTRY['f'] = f"
+
+
+# --------------------------------------------------------------------------- fallback
+
+
+def test_unknown_extension_falls_back_to_windows() -> None:
+    src = "".join(f"line {i}\n" for i in range(1, 151))
+    chunks, symbols = chunk_code("notes/data.xyz", src, words, 1000)
+    check(src, chunks, 1000)
+    assert symbols == []
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 60), (61, 120), (121, 150)]
+    assert all(c.kind == "window" and c.symbol is None for c in chunks)
+    assert chunks[0].text.split("\n")[:2] == ["notes/data.xyz", "line 1"]
+
+
+def test_windows_respect_token_budget() -> None:
+    src = "".join(f"alpha beta gamma delta {i}\n" for i in range(100))
+    chunks, _ = chunk_code("x.txt", src, words, 60)
+    check(src, chunks, 60)
+    assert len(chunks) >= 10
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 100
+
+
+@pytest.mark.parametrize("src", ["", "   \n\n\t\n"])
+def test_empty_file(src: str) -> None:
+    assert chunk_code("empty.py", src, words, 100) == ([], [])
+    assert chunk_code("empty.txt", src, words, 100) == ([], [])
+
+
+def test_line_numbers_editor_style() -> None:
+    src = "def f():\n    return 1\n"  # trailing newline does not add a line
+    chunks, symbols = chunk_code("f.py", src, words, 100)
+    assert (chunks[0].start_line, chunks[0].end_line) == (1, 2)
+    assert (symbols[0].start_line, symbols[0].end_line) == (1, 2)
+    src_crlf = "x = 1\r\n\r\ndef f():\r\n    return 1\r\n"
+    chunks, symbols = chunk_code("f.py", src_crlf, words, 100)
+    assert [(c.start_line, c.end_line) for c in chunks] == [(1, 1), (3, 4)]
+
+
+def test_broken_source_still_chunks() -> None:
+    src = "def ok():\n    return 1\n\ndef broken(:\n    pass\n"
+    chunks, symbols = chunk_code("b.py", src, words, 100)
+    check(src, chunks, 100)
+    assert symbols[0].qualname == "ok"
+    covered = {i for c in chunks for i in range(c.start_line, c.end_line + 1)}
+    assert {1, 2, 4, 5} <= covered
+
+
+def test_large_file_is_fast() -> None:
+    parts = []
+    for i in range(700):
+        parts.append(
+            f"def func_{i}(a, b):\n    x = a + b * {i}\n    if x > {i}:\n"
+            f"        return x - {i}\n    return x\n\n"
+        )
+    src = "".join(parts)
+    assert len(src) > 50_000
+    src = src * 2  # ~140 KB
+    t0 = time.perf_counter()
+    chunks, symbols = chunk_code("big.py", src, words, 256)
+    elapsed = time.perf_counter() - t0
+    assert len(symbols) == 1400
+    assert len(chunks) == 1400
+    assert elapsed < 2.0, elapsed
