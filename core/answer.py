@@ -27,7 +27,9 @@ class CitationReport:
     dropped_sources: int = 0
 
 
-def finalize_citations(text: str, sources: list[Source]) -> tuple[str, list[Source], CitationReport]:
+def finalize_citations(
+    text: str, sources: list[Source]
+) -> tuple[str, list[Source], CitationReport]:
     """Renumber ``[n]`` markers (1-based into ``sources``) by first use; drop bad markers and
     uncited sources."""
     report = CitationReport()
@@ -79,7 +81,7 @@ def terms(text: str) -> list[str]:
     stop words removed, crude plural folding."""
     out: list[str] = []
     for w in _WORD.findall(text):
-        parts = [w] + re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", w)
+        parts = [w, *re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", w)]
         for p in parts:
             p = p.lower()
             if len(p) < 2 or p in _STOP:
@@ -120,7 +122,11 @@ def _code_quotes(body: str) -> list[str]:
     doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
     comment = doc.group(1) or doc.group(2) if doc else None
     if comment is None:
-        cl = [re.sub(r"^\s*(#|//|/\*+|\*)\s?", "", ln) for ln in lines if re.match(r"\s*(#|//|/\*|\*)", ln)]
+        cl = [
+            re.sub(r"^\s*(#|//|/\*+|\*)\s?", "", ln)
+            for ln in lines
+            if re.match(r"\s*(#|//|/\*|\*)", ln)
+        ]
         comment = " ".join(cl) if cl else None
     if comment:
         out.extend(u.text for u in prose_units(comment.strip().splitlines(), 1) if u.text.strip())

@@ -84,8 +84,12 @@ def format_summary(s: Summary) -> str:
 async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
     insts = app.load_instances()
     if args.json:
-        print(json.dumps({n: {"file": str(i.source_file), "description": i.description,
-                              "indexed": app.has_index(n)} for n, i in insts.items()}, indent=2))  # fmt: skip
+        listing = {
+            n: {"file": str(i.source_file), "description": i.description,
+                "indexed": app.has_index(n)}
+            for n, i in insts.items()
+        }  # fmt: skip
+        print(json.dumps(listing, indent=2))
         return 0
     if not insts:
         print(f"no instances in {app.settings.instances_dir}")

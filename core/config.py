@@ -265,9 +265,8 @@ def load_all(directory: Path) -> dict[str, Instance]:
     for f in instance_files(directory):
         inst = load_instance(f)
         if inst.name in out:
-            raise ConfigError(
-                f"{f}: name: instance '{inst.name}' is already defined in {out[inst.name].source_file}"
-            )
+            other = out[inst.name].source_file
+            raise ConfigError(f"{f}: name: instance '{inst.name}' is already defined in {other}")
         out[inst.name] = inst
     return out
 

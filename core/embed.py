@@ -88,11 +88,16 @@ class SentenceTransformerEmbedder:
         except Exception as e:  # the library raises many types (OSError, ValueError, HTTP …)
             raise EmbeddingError(f"cannot load sentence-transformers model {model!r}: {e}") from e
         is_e5 = "e5" in model.lower()
-        self.query_prefix = query_prefix if query_prefix is not None else (E5_QUERY if is_e5 else "")
+        self.query_prefix = (
+            query_prefix if query_prefix is not None else (E5_QUERY if is_e5 else "")
+        )
         self.passage_prefix = (
             passage_prefix if passage_prefix is not None else (E5_PASSAGE if is_e5 else "")
         )
-        dim = self._m.get_sentence_embedding_dimension()
+        get_dim = getattr(self._m, "get_embedding_dimension", None) or getattr(
+            self._m, "get_sentence_embedding_dimension"
+        )
+        dim = get_dim()
         self.dim = int(dim or 0)
         self.max_tokens = int(self._m.max_seq_length or 512)
         label = Path(model).name if Path(model).exists() else model

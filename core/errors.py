@@ -29,7 +29,7 @@ class SourceError(RepoExpertError):
     """A repository or issue source could not be read."""
 
 
-class IndexError_(RepoExpertError):  # noqa: N801 - avoid shadowing the builtin IndexError
+class IndexError_(RepoExpertError):
     """The index is missing or unusable."""
 
 

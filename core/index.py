@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .chunking.code import chunk_code, language_for_path
+from .chunking.code import chunk_code
 from .chunking.docs import chunk_doc
 from .chunking.issues import chunk_issue
 from .config import Instance
@@ -99,9 +99,7 @@ def _chunk_document(
             Chunk("code", doc.key, cc.text, cc.symbol or doc.path, count(cc.text), path=doc.path,
                   start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol, kind=cc.kind)
         )  # fmt: skip
-    symbols = [
-        Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line) for d in defs
-    ]
+    symbols = [Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line) for d in defs]
     return chunks, symbols
 
 

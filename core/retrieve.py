@@ -135,7 +135,7 @@ async def retrieve(
     sources = await to_sources(reader, chosen)
     timings["fuse"] = (time.perf_counter() - t) * 1000
     route = {"weights": {c: (weights or {}).get(c, 1.0) for c in hits}, "signals": {}}
-    return Retrieval(sources=sources, route=route, slots=dict(slots), timings_ms=timings)
+    return Retrieval(sources=sources, route=route, slots={str(c): n for c, n in slots.items()}, timings_ms=timings)
 
 
 async def search_all(

@@ -60,7 +60,9 @@ class RepoExpert:
         return self._embedder_for(self.instance(name))
 
     # -- indexing ----------------------------------------------------------------------------
-    async def index(self, name: str, progress: Progress | None = None, full: bool = False) -> Summary:
+    async def index(
+        self, name: str, progress: Progress | None = None, full: bool = False
+    ) -> Summary:
         inst = self.instance(name)
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
@@ -112,9 +114,7 @@ class RepoExpert:
             cfg.relevance_floor, w,
         )  # fmt: skip
 
-    async def ask(
-        self, name: str, question: str, conversation: list[Turn] | None = None
-    ) -> Answer:
+    async def ask(self, name: str, question: str, conversation: list[Turn] | None = None) -> Answer:
         """Answer a question about one instance, with numbered, permalinked sources."""
         t = time.perf_counter()
         retrieval = await self.retrieve(name, question)

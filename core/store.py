@@ -110,7 +110,10 @@ class IndexReader:
         for c in COLLECTIONS:
             f = path / f"{c}.fbin"
             if f.exists() and f.stat().st_size > 8:
-                vectors[c] = await asyncio.to_thread(load_matrix, str(f), view=True)
+                mat = await asyncio.to_thread(load_matrix, str(f), view=True)
+                if mat is None:
+                    raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
+                vectors[c] = mat
         reader = cls(path, db, vectors)
         async with db.execute("SELECT key, value FROM meta") as cur:
             reader.meta = {k: json.loads(v) async for k, v in cur}
@@ -212,10 +215,25 @@ class BuildWriter:
             f"INSERT INTO chunks ({_CHUNK_COLS}) VALUES "
             "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (collection, start_row + i, c.doc_key, c.path, c.issue, c.start_line, c.end_line,
-                 c.title, c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit)
+                (
+                    collection,
+                    start_row + i,
+                    c.doc_key,
+                    c.path,
+                    c.issue,
+                    c.start_line,
+                    c.end_line,
+                    c.title,
+                    c.symbol,
+                    c.kind,
+                    c.text,
+                    c.text_hash,
+                    c.tokens,
+                    c.url,
+                    c.commit,
+                )
                 for i, c in enumerate(chunks)
-            ],  # fmt: skip
+            ],
         )
 
     async def add_symbols(self, symbols: list[Symbol]) -> None:
@@ -231,7 +249,9 @@ class BuildWriter:
 
     async def write_vectors(self, collection: str, vectors: np.ndarray) -> None:
         await asyncio.to_thread(
-            save_matrix, np.ascontiguousarray(vectors, np.float32), str(self.tmp / f"{collection}.fbin")
+            save_matrix,
+            np.ascontiguousarray(vectors, np.float32),
+            str(self.tmp / f"{collection}.fbin"),
         )
 
     async def commit(self) -> Path:
@@ -240,6 +260,9 @@ class BuildWriter:
         await self.db.commit()
         await self.db.close()
         self.db = None
+        return await asyncio.to_thread(self._swap)
+
+    def _swap(self) -> Path:
         final = self.builds / self.id
         os.replace(self.tmp, final)
         link = self.root / "current"

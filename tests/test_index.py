@@ -176,5 +176,5 @@ def test_index_requires_existing_repo_path(tmp_path: Path) -> None:
     (tmp_path / "i" / "x.yaml").write_text("repo: {path: /nonexistent/repo}\n")
     svc = EmbedService(FakeEmbedder, None, 4)
     app = RepoExpert(Settings(tmp_path / "i", tmp_path / "d"), embedder_for=lambda i: svc)
-    with pytest.raises(SourceError, match="repo.path: folder /nonexistent/repo does not exist"):
+    with pytest.raises(SourceError, match=r"repo\.path: folder /nonexistent/repo does not exist"):
         asyncio.run(app.index("x"))

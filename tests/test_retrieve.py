@@ -5,7 +5,6 @@ import pytest
 from core.retrieve import allocate
 
 
-
 def test_collection_with_nothing_relevant_gets_zero_slots() -> None:
     # Docs clearly fit; code and issues sit at the bottom of this question's range.
     cands = {

@@ -64,9 +64,7 @@ def _checkout_sync(inst: Instance, data_dir: Path) -> Checkout:
     if inst.repo.path:
         root = inst.resolve(inst.repo.path)
         if not root.is_dir():
-            raise SourceError(
-                f"{inst.source_file}: repo.path: folder {root} does not exist"
-            )
+            raise SourceError(f"{inst.source_file}: repo.path: folder {root} does not exist")
     else:
         assert inst.repo.url
         root = data_dir / inst.name / "checkout"
