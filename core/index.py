@@ -216,7 +216,7 @@ async def build_index(
                         c.url = permalink(
                             inst.web_url, co.commit, c.path, c.start_line, c.end_line or 0
                         )
-                await w.add_chunks(coll, 0, rows)
+                await w.add_chunks(coll, rows)
                 if vecs:
                     await w.write_vectors(coll, np.stack(vecs))
                 summary.chunks[coll] = len(rows)

@@ -14,13 +14,16 @@ import os
 import time
 from collections.abc import Callable
 
-from .answer import Answerer, ExtractiveAnswerer
+from .answer import Answerer
 from .config import Instance, Settings, find_instance, load_all
 from .embed import EmbedService, embed_service
 from .index import Progress, Summary, build_index
+from .llm import make_answerer
 from .models import Answer, Collection, Retrieval, Turn
-from .retrieve import retrieve
+from .prompt import resolve_followup
+from .retrieve import Options, retrieve
 from .store import IndexReader, current_build, instance_dir
+from .support import embedding_similarity
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,9 @@ class RepoExpert:
         self._embedder_for = embedder_for or (
             lambda inst: embed_service(inst.embedding, settings.data_dir)
         )
-        self.answerer = answerer or ExtractiveAnswerer()
+        # One answerer for every instance when given (tests); else each instance's `llm` config.
+        self.answerer = answerer
+        self._answerers: dict[str, Answerer] = {}
         self._instances: dict[str, Instance] = {}
         self._readers: dict[str, IndexReader] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -104,25 +109,44 @@ class RepoExpert:
         question: str,
         k: int | None = None,
         weights: dict[Collection, float] | None = None,
+        mode: str = "full",
     ) -> Retrieval:
         inst = self.instance(name)
         reader = await self.reader(name)
         cfg = inst.retrieval
-        w = {**cfg.weights, **(weights or {})}
-        return await retrieve(
-            reader, self.embedder(name), question, k or cfg.k, cfg.candidates,
-            cfg.relevance_floor, w,
+        opt = Options(
+            k=k or cfg.k, candidates=cfg.candidates, floor=cfg.relevance_floor,
+            alpha=cfg.lexical_weight, exact_bonus=cfg.exact_bonus,
+            weights={**cfg.weights, **(weights or {})} or None, mode=mode,
         )  # fmt: skip
+        return await retrieve(reader, self.embedder(name), question, opt)
 
     async def ask(self, name: str, question: str, conversation: list[Turn] | None = None) -> Answer:
         """Answer a question about one instance, with numbered, permalinked sources."""
         t = time.perf_counter()
-        retrieval = await self.retrieve(name, question)
+        # A follow-up ("and its default?") is searched together with the turn it follows; the
+        # answerer gets the question as asked, and the conversation.
+        query = resolve_followup(question, conversation)
+        retrieval = await self.retrieve(name, query)
+        if query != question:
+            retrieval.route["query"] = query
         ta = time.perf_counter()
-        answer = await self.answerer.answer(question, retrieval, conversation)
+        answer = await self.answerer_for(name).answer(question, retrieval, conversation)
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000
         return answer
+
+    def answerer_for(self, name: str) -> Answerer:
+        """The instance's answerer: extractive, or the model its ``llm`` settings name."""
+        if self.answerer is not None:
+            return self.answerer
+        a = self._answerers.get(name)
+        if a is None:
+            inst = self.instance(name)
+            svc = self.embedder(name)
+            sim = embedding_similarity(svc.embed_query, svc.embed_passages)
+            a = self._answerers[name] = make_answerer(inst.llm, inst.name, sim)
+        return a
 
     async def close(self) -> None:
         for r in self._readers.values():

@@ -34,9 +34,10 @@ from usearch.index import search as usearch_search
 from usearch.io import load_matrix, save_matrix
 
 from .errors import IndexError_
+from .lexical import lexical_form, parts
 from .models import COLLECTIONS, Chunk, Collection, Symbol
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -55,10 +56,16 @@ CREATE INDEX chunks_doc ON chunks(doc_key);
 CREATE INDEX chunks_issue ON chunks(issue);
 CREATE TABLE symbols (
     name TEXT NOT NULL, qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
-    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL
+    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
+    norm TEXT NOT NULL  -- the name's parts joined, lower case: parse_config, parseConfig → parseconfig
 );
 CREATE INDEX symbols_name ON symbols(name);
+CREATE INDEX symbols_norm ON symbols(norm);
 CREATE INDEX symbols_qualname ON symbols(qualname);
+CREATE INDEX chunks_path ON chunks(path);
+CREATE VIRTUAL TABLE fts_docs USING fts5(body, tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE fts_code USING fts5(body, tokenize='unicode61 remove_diacritics 2');
+CREATE VIRTUAL TABLE fts_issues USING fts5(body, tokenize='unicode61 remove_diacritics 2');
 """
 
 _CHUNK_COLS = (
@@ -77,6 +84,10 @@ def current_build(data_dir: Path, name: str) -> Path | None:
         return None
     target = link.resolve()
     return target if (target / "meta.sqlite").exists() else None
+
+
+def _norm(name: str) -> str:
+    return "".join(parts(name))
 
 
 def row_to_chunk(r: Any) -> Chunk:
@@ -162,12 +173,51 @@ class IndexReader:
         async with self.db.execute(sql + " ORDER BY collection, row", args) as cur:
             return [row_to_chunk(r) async for r in cur]
 
+    async def lexical(self, collection: str, match: str, n: int) -> list[tuple[int, float]]:
+        """BM25 top ``n`` of a collection for an FTS5 MATCH expression: (row, score ≥ 0)."""
+        sql = (
+            f"SELECT c.row, -bm25(fts_{collection}) FROM fts_{collection} "
+            f"JOIN chunks c ON c.id = fts_{collection}.rowid "
+            f"WHERE fts_{collection} MATCH ? ORDER BY bm25(fts_{collection}) LIMIT ?"
+        )
+        async with self.db.execute(sql, (match, n)) as cur:
+            return [(int(r), float(s)) async for r, s in cur]
+
+    async def rows_where(self, collection: str, where: str, args: list[Any]) -> list[int]:
+        sql = f"SELECT row FROM chunks WHERE collection=? AND ({where}) ORDER BY row"
+        async with self.db.execute(sql, [collection, *args]) as cur:
+            return [int(r[0]) async for r in cur]
+
+    async def issue_rows(self, number: int) -> list[int]:
+        return await self.rows_where("issues", "issue=?", [number])
+
+    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+        """Code chunks holding the definition of a symbol named ``name`` (or its qualname)."""
+        out: list[tuple[int, Symbol]] = []
+        for s in await self.symbols(name):
+            rows = await self.rows_where(
+                "code", "path=? AND start_line<=? AND end_line>=?",
+                [s.path, s.start_line, s.start_line],
+            )  # fmt: skip
+            if not rows:  # the definition line may sit in a header repeated elsewhere
+                rows = await self.rows_where(
+                    "code", "path=? AND start_line>=? AND start_line<=?",
+                    [s.path, s.start_line, s.end_line],
+                )  # fmt: skip
+            out.extend((r, s) for r in rows[:2])
+        return out
+
     async def symbols(self, name: str) -> list[Symbol]:
+        """Definitions named ``name``: exact name or qualified name first, then any spelling
+        (``parseConfig`` finds ``parse_config``), then methods ``X.name``."""
         sql = (
             "SELECT name, qualname, kind, path, start_line, end_line FROM symbols "
-            "WHERE name=? OR qualname=? ORDER BY path, start_line"
+            "WHERE name=? OR qualname=? OR norm=? OR qualname LIKE ? ESCAPE '\\' "
+            "ORDER BY (qualname=?) DESC, (name=?) DESC, path, start_line LIMIT 20"
         )
-        async with self.db.execute(sql, [name, name]) as cur:
+        like = "%." + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        args = [name, name, _norm(name), like, name, name]
+        async with self.db.execute(sql, args) as cur:
             return [Symbol(*r) async for r in cur]
 
     async def units(self) -> dict[str, str]:
@@ -209,7 +259,8 @@ class BuildWriter:
             (key, collection, content_hash, path, issue, title, url),
         )
 
-    async def add_chunks(self, collection: str, start_row: int, chunks: list[Chunk]) -> None:
+    async def add_chunks(self, collection: str, chunks: list[Chunk]) -> None:
+        """Insert a collection's chunks (row i = vector i) and their lexical forms for FTS5."""
         assert self.db is not None
         await self.db.executemany(
             f"INSERT INTO chunks ({_CHUNK_COLS}) VALUES "
@@ -217,7 +268,7 @@ class BuildWriter:
             [
                 (
                     collection,
-                    start_row + i,
+                    i,
                     c.doc_key,
                     c.path,
                     c.issue,
@@ -233,14 +284,26 @@ class BuildWriter:
                     c.commit,
                 )
                 for i, c in enumerate(chunks)
-            ],
+            ],  # fmt: skip
+        )
+        forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
+        async with self.db.execute(
+            "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
+        ) as cur:
+            ids = [int(r[0]) async for r in cur]
+        await self.db.executemany(
+            f"INSERT INTO fts_{collection} (rowid, body) VALUES (?, ?)",
+            list(zip(ids, forms, strict=True)),
         )
 
     async def add_symbols(self, symbols: list[Symbol]) -> None:
         assert self.db is not None
         await self.db.executemany(
-            "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?)",
-            [(s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line) for s in symbols],
+            "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line, _norm(s.name))
+                for s in symbols
+            ],
         )
 
     async def set_meta(self, key: str, value: Any) -> None:

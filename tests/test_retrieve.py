@@ -69,6 +69,76 @@ async def test_sources_carry_permalinks_and_scores_in_order(sample) -> None:
     assert r.sources and all(s.url for s in r.sources)
     scores = [s.score for s in r.sources]
     assert scores == sorted(scores, reverse=True)
-    assert r.route["weights"] == {"docs": 1.0, "code": 1.0, "issues": 1.0}
-    assert set(r.timings_ms) >= {"embed_query", "search", "fuse"}
+    # The question names an identifier: the route weights code up and says why.
+    assert r.route["signals"]["identifiers"] == ["parse_config"]
+    assert r.route["weights"]["code"] > r.route["weights"]["docs"] == 1.0
+    assert set(r.timings_ms) >= {"embed_query", "search", "fetch"}
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_symbol_lookup_puts_the_definition_first(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    for q in ("what does `Renderer.draw` return?", "what does parseConfig do?"):
+        r = await app.retrieve("widget", q)
+        top = r.sources[0]
+        assert top.collection == "code" and top.path == "src/widget/config.py"
+        assert top.symbol in ("Renderer.draw", "Renderer", "parse_config")
+        assert r.route["exact"]["code"], "the exact hit is reported in the route"
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_code_aware_lexical_search(sample) -> None:
+    reader = await sample["app"].reader("widget")
+    from core.lexical import fts_query
+
+    for spelling in ("ParseConfig", "parse-config", "parse config"):
+        rows = await reader.lexical("code", fts_query(spelling) or "", 5)
+        chunks = await reader.chunks_by_rows("code", [rows[0][0]])
+        assert "def parse_config" in chunks[rows[0][0]].text
+    await sample["app"].close()
+
+
+@pytest.mark.asyncio
+async def test_issue_number_question_puts_that_issue_first(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "what is issue #7 about?")
+    assert r.sources[0].issue == 7
+    assert r.route["signals"]["issues"] == [7]
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_issue_to_code_hop_cites_issue_and_code(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "where is the bug from issue #42?")
+    assert r.route["signals"]["issue_to_code"] is True
+    assert r.sources[0].issue == 42
+    code = [s for s in r.sources if s.collection == "code"]
+    assert code and code[0].path == "src/widget/config.py"
+    assert code[0].symbol == "parse_config"  # named in the issue's title and comment
+    a = await app.ask("widget", "where is the bug from issue #42?")
+    cited = {s.collection for s in a.sources}
+    assert {"issues", "code"} <= cited
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_baseline_modes_run_on_the_same_index(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    q = "themes change colours and fonts of every chart"
+    for mode in ("dense", "bm25", "rrf", "full"):
+        r = await app.retrieve("widget", q, mode=mode)
+        assert r.sources and r.route["mode"] == mode
+    # RRF across collections interleaves: the code collection gets a slot although nothing
+    # there is about themes — the failure mode proportional allocation avoids.
+    rrf = await app.retrieve("widget", q, mode="rrf")
+    full = await app.retrieve("widget", q)
+    assert rrf.slots.get("code", 0) >= 1
+    assert full.slots.get("code", 0) == 0
     await app.close()

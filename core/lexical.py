@@ -1,0 +1,67 @@
+"""Code-aware lexical search: the tokens FTS5 indexes and the queries it runs.
+
+Identifiers are written many ways: ``parse_config``, ``parseConfig``, ``ParseConfig``,
+``parse-config``, "parse config"; dotted names (``click.core.Option``) and paths
+(``src/click/core.py``) join words with punctuation. The *lexical form* of a text lists, for every
+word-ish token, its lower-cased parts (split at ``_ . / - :`` and camelCase boundaries) and, for a
+compound, the parts joined (``parseconfig``). A query is expanded the same way, so every spelling
+meets every other: the parts match each other, and the joined form rewards the exact identifier.
+FTS5 (unicode61 tokenizer) indexes the lexical form; BM25 ranks.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9_$]+(?:[./:\-][A-Za-zÀ-ÿ0-9_$]+)*")
+_SPLIT = re.compile(r"[_./:\-$]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+STOP = frozenset(
+    """a an the and or of to in on for with by at from is are was were be been being it its this
+    that these those what which who whom whose how why where when do does did can could should
+    would will shall may might must i you we they he she me my our your their there here as if
+    then than so not no yes into about over under between via get set there any some all
+    el la los las un una unos unas y o de del al en con por para que qué cómo como cuál cuales
+    cuáles dónde donde cuándo es son está están ser se su sus lo le les me mi mis tu tus este
+    esta estos estas ese esa hay hace hacer puedo puede sobre entre""".split()
+)
+
+
+def parts(token: str) -> list[str]:
+    """``parseConfig`` → [parse, config]; ``click.core.Option`` → [click, core, option]."""
+    out = []
+    for piece in _SPLIT.split(token):
+        out.extend(p.lower() for p in _CAMEL.split(piece) if p)
+    return out
+
+
+def expand(text: str, *, keep_stop: bool = True) -> list[str]:
+    """Lexical tokens of a text: parts of every token, plus the joined form of compounds."""
+    out: list[str] = []
+    for tok in _TOKEN.findall(text):
+        ps = parts(tok)
+        if not keep_stop:
+            ps = [p for p in ps if p not in STOP]
+        out.extend(ps)
+        if len(ps) > 1:
+            out.append("".join(ps))
+    return out
+
+
+def lexical_form(text: str) -> str:
+    return " ".join(expand(text))
+
+
+def fts_query(text: str, max_terms: int = 32) -> str | None:
+    """An FTS5 MATCH expression: any of the question's expanded terms (BM25 does the weighing)."""
+    seen: list[str] = []
+    for t in expand(text, keep_stop=False):
+        if len(t) < 2 or t in seen:
+            continue
+        seen.append(t)
+        if len(seen) >= max_terms:
+            break
+    if not seen:
+        return None
+    return " OR ".join(f'"{t}"' for t in seen)

@@ -1,0 +1,157 @@
+"""Question analysis: what a question names and which collections can answer it.
+
+Signals: issue/PR references (``#42``, ``issue 42``, ``PR 1234``, an issue URL), identifiers
+(snake_case, camelCase/CamelCase, dotted, ``backticked``, ``name()``), file paths, stack-trace
+frames and error lines, and the kind of question (how-to → docs; what-does / where-is / default-of
+→ code; is-there-an-issue / known bug / was-it-fixed → issues). The route only *weights* the
+collections; retrieval still lets a collection that scores well take slots.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import Collection
+
+_ISSUE_URL = re.compile(r"https?://[^\s]+/(?:issues|pull)/(\d+)")
+_ISSUE_REF = re.compile(
+    r"(?:(?<![\w&])#(\d{1,7})\b)|\b(?:issues?|bugs?|tickets?|prs?|pull\s+requests?|"
+    r"incidencias?|problemas?)\s*(?:no\.?\s*|n[úu]m(?:ero)?\.?\s*)?#?(\d{1,7})\b",
+    re.IGNORECASE,
+)
+_BACKTICK = re.compile(r"`([^`\n]{1,120})`")
+_CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(\)")
+_SNAKE = re.compile(
+    r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b_[a-z0-9_]+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
+)
+_CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b")
+_DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,}\b")
+_PATH = re.compile(
+    r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|c|h|cc|cpp|hpp|rb|md|rst|"
+    r"txt|toml|yaml|yml|json|cfg|ini|sh)\b"
+)
+_FRAME_PY = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\w+))?')
+_FRAME_OTHER = re.compile(r"\bat\s+([\w.$<>]+)\s*\(([\w./-]+):(\d+)")
+_ERROR = re.compile(r"\b(\w*(?:Error|Exception|Panic|Fault))\b(?::\s*(.+))?")
+
+_HOWTO = re.compile(
+    r"\b(how\s+(?:do|can|should|to)|how\s+does\s+one|install|configure|set\s*up|setup|usage|"
+    r"example|tutorial|guide|documentation|docs|c[óo]mo\s+(?:se\s+)?(?:configur|instal|us|hag|"
+    r"ejecut|obteng|indexo)|instalar|configurar|ejemplo|gu[íi]a)\w*",
+    re.IGNORECASE,
+)
+_CODEQ = re.compile(
+    r"\b(what\s+does|where\s+is|where\s+are|which\s+(?:function|class|method|module|file)|"
+    r"default\s+(?:value\s+)?of|return(?:s|ed)?|implement(?:ed|s|ation)?|defined|definition|"
+    r"who\s+calls|callers?\s+of|signature|qu[ée]\s+devuelve|qu[ée]\s+hace|d[óo]nde\s+(?:est[áa]|"
+    r"se\s+(?:define|implementa|calcula))|qu[ée]\s+(?:funci[óo]n|clase|m[ée]todo)|"
+    r"valor\s+por\s+defecto|implementa)\b",
+    re.IGNORECASE,
+)
+_ISSUEQ = re.compile(
+    r"\b(is\s+there\s+(?:an?\s+)?(?:issue|bug|ticket|pr|pull\s+request|plan)|known\s+(?:bug|issue|"
+    r"problem)|was\s+(?:it|this)\s+(?:fixed|reported)|(?:bug|issue)\s+report|regression|"
+    r"which\s+(?:issue|pr|pull\s+request)|reported|hay\s+(?:una?\s+)?(?:incidencia|issue|error|"
+    r"bug|problema)|qu[ée]\s+incidencia|se\s+(?:arregl|corrigi|report|pidi)\w*|"
+    r"error\s+conocido|fue\s+(?:arreglado|corregido))",
+    re.IGNORECASE,
+)
+_WHERE_BUG = re.compile(
+    r"\b(where|which\s+code|what\s+code|fix(?:ed)?|caus\w*|d[óo]nde|qu[ée]\s+c[óo]digo|arregl\w*|"
+    r"corrig\w*|implement\w*)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class Route:
+    """What the question names, and the per-collection weights derived from it."""
+
+    issues: list[int] = field(default_factory=list)
+    identifiers: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    frames: list[str] = field(default_factory=list)  # "path:line in func"
+    errors: list[str] = field(default_factory=list)
+    kind: str = "general"  # howto | code | issues | general
+    hop: bool = False  # issue → code: fetch the issue, then search code with its content
+    weights: dict[Collection, float] = field(
+        default_factory=lambda: {"docs": 1.0, "code": 1.0, "issues": 1.0}
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "signals": {
+                "issues": self.issues, "identifiers": self.identifiers, "paths": self.paths,
+                "frames": self.frames, "errors": self.errors, "kind": self.kind,
+                "issue_to_code": self.hop,
+            },
+            "weights": dict(self.weights),
+        }  # fmt: skip
+
+
+def _dedupe(xs: list[str]) -> list[str]:
+    out: list[str] = []
+    for x in xs:
+        if x and x not in out:
+            out.append(x)
+    return out
+
+
+def analyse(question: str) -> Route:
+    r = Route()
+    q = question
+    nums = [int(m) for m in _ISSUE_URL.findall(q)]
+    for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", q)):
+        nums.append(int(a or b))
+    r.issues = list(dict.fromkeys(nums))
+
+    for m in _FRAME_PY.finditer(q):
+        r.frames.append(f"{m.group(1)}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else ""))
+        if m.group(3):
+            r.identifiers.append(m.group(3))
+    for m in _FRAME_OTHER.finditer(q):
+        r.frames.append(f"{m.group(2)}:{m.group(3)} in {m.group(1)}")
+        r.identifiers.append(m.group(1).split(".")[-1])
+    for m in _ERROR.finditer(q):
+        r.errors.append(m.group(0).strip()[:200])
+
+    r.paths = _dedupe([p for p in _PATH.findall(q) if not p.startswith("http")])
+    for f in r.frames:
+        r.paths.append(f.split(":")[0])
+    r.paths = _dedupe(r.paths)
+
+    idents = [b.strip("() ") for b in _BACKTICK.findall(q)]
+    idents += _CALL.findall(q)
+    idents += _SNAKE.findall(q)
+    idents += _CAMEL.findall(q)
+    idents += [d for d in _DOTTED.findall(q) if not any(d in p for p in r.paths)]
+    r.identifiers = _dedupe(
+        [i for i in r.identifiers + idents if i not in r.paths and not i.startswith("http")]
+    )
+
+    howto, codeq, issueq = _HOWTO.search(q), _CODEQ.search(q), _ISSUEQ.search(q)
+    if issueq and not r.issues:
+        r.kind = "issues"
+    elif r.issues:
+        r.kind = "issues"
+        r.hop = bool(_WHERE_BUG.search(q))
+    elif codeq or r.frames or (r.identifiers and not howto):
+        r.kind = "code"
+    elif howto:
+        r.kind = "howto"
+    w = r.weights
+    if r.kind == "howto":
+        w["docs"] = 1.6
+    elif r.kind == "code":
+        w["code"] = 1.6
+    elif r.kind == "issues":
+        w["issues"] = 1.8
+        if r.hop:
+            w["code"] = 1.4
+    if r.identifiers or r.paths:
+        w["code"] = max(w["code"], 1.3)
+    if r.errors and r.kind != "issues":
+        w["issues"] = max(w["issues"], 1.2)
+    return r

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import pytest
+
+from core.lexical import expand, fts_query, lexical_form
+from core.route import analyse
+
+
+@pytest.mark.parametrize(
+    "spelling", ["parse_config", "parseConfig", "ParseConfig", "parse config", "parse-config"]
+)
+def test_identifier_spellings_meet(spelling: str) -> None:
+    form = set(lexical_form(spelling).split())
+    assert {"parse", "config"} <= form
+    assert set(lexical_form("def parse_config(path):").split()) >= {"parse", "config"}
+    if " " not in spelling:
+        assert "parseconfig" in form  # the joined form rewards the exact identifier
+
+
+def test_dotted_names_and_paths_are_searchable() -> None:
+    assert expand("click.core.Option") == ["click", "core", "option", "clickcoreoption"]
+    assert expand("src/click/core.py")[:4] == ["src", "click", "core", "py"]
+    assert expand("HTTPServerError") == ["http", "server", "error", "httpservererror"]
+
+
+def test_fts_query_drops_stop_words_and_dedupes() -> None:
+    q = fts_query("What does parse_config return for the config?")
+    assert q == '"parse" OR "config" OR "parseconfig" OR "return"'
+    assert fts_query("what is the") is None
+
+
+@pytest.mark.parametrize(
+    ("question", "issues"),
+    [
+        ("where is the bug from issue #42?", [42]),
+        ("see issue 42 and PR 1234", [42, 1234]),
+        ("https://github.com/acme/widget/issues/99 again", [99]),
+        ("pull request #7 broke it", [7]),
+        ("¿dónde está el error de la incidencia 12?", [12]),
+        ("color #fff and &#38; are not issues", []),
+    ],
+)
+def test_issue_references(question: str, issues: list[int]) -> None:
+    assert analyse(question).issues == issues
+
+
+def test_identifiers_of_every_shape() -> None:
+    r = analyse(
+        "does `Renderer.draw` call parse_config, parseConfig or build() via click.core.Option?"
+    )
+    assert r.identifiers[:2] == ["Renderer.draw", "build"]
+    assert {"parse_config", "parseConfig", "click.core.Option"} <= set(r.identifiers)
+
+
+def test_paths_and_stack_traces() -> None:
+    trace = (
+        "Traceback (most recent call last):\n"
+        '  File "src/widget/config.py", line 9, in parse_config\n'
+        "KeyError: 'timeout'"
+    )
+    r = analyse(trace)
+    assert r.frames == ["src/widget/config.py:9 in parse_config"]
+    assert "src/widget/config.py" in r.paths
+    assert "parse_config" in r.identifiers
+    assert r.errors == ["KeyError: 'timeout'"]
+    assert r.kind == "code" and r.weights["code"] > 1
+    j = analyse("NullPointerException at com.acme.Widget.render(Widget.java:42)")
+    assert j.frames == ["Widget.java:42 in com.acme.Widget.render"]
+    assert "Widget.java" in j.paths
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "top"),
+    [
+        ("How do I configure the timeout?", "howto", "docs"),
+        ("¿Cómo configuro el tiempo de espera?", "howto", "docs"),
+        ("What does the draw method return?", "code", "code"),
+        ("What is the default of the timeout option?", "code", "code"),
+        ("¿Qué devuelve la función principal?", "code", "code"),
+        ("Is there a known bug with dark themes?", "issues", "issues"),
+        ("Was it fixed already?", "issues", "issues"),
+        ("¿Hay una incidencia sobre los temas oscuros?", "issues", "issues"),
+    ],
+)
+def test_kind_of_question_sets_weights(question: str, kind: str, top: str) -> None:
+    r = analyse(question)
+    assert r.kind == kind
+    assert max(r.weights, key=lambda c: r.weights[c]) == top
+    assert min(r.weights.values()) == 1.0  # weights tilt; they never exclude a collection
+
+
+def test_issue_to_code_hop_detected() -> None:
+    assert analyse("where is the bug from issue #42?").hop
+    assert analyse("¿dónde está el código que arregla la incidencia #42?").hop
+    assert not analyse("what is issue #42 about?").hop
