@@ -1,0 +1,171 @@
+"""``eval --compare``: the full system against baselines, side by side, on the same questions
+and the same index.
+
+- ``grep`` — what a developer does with grep: the question's distinctive words and identifiers
+  (identifiers split the way code spells them), searched case-insensitively over every indexed
+  file and issue; a file ranks by how many distinct terms it contains, rarer terms counting more
+  (idf), then by the number of matches.
+- ``bm25`` — SQLite FTS5 only (code-aware tokens), proportional fusion across collections.
+- ``dense`` — vectors only, proportional fusion.
+- ``rrf`` — dense + BM25 fused with reciprocal-rank fusion within and across collections: the
+  round-robin failure mode.
+- ``full`` — hybrid scores, exact symbol/issue/path hits, routing, issue→code hop, proportional
+  fusion.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .eval import EvalQuestion, Report, run_eval
+from .lexical import STOP, expand
+from .models import Collection, Retrieval, Source
+from .route import analyse
+from .service import RepoExpert
+
+SYSTEMS = ("grep", "bm25", "dense", "rrf", "full")
+
+
+class GrepBaseline:
+    """Case-insensitive term search over whole files and issues, as a developer would."""
+
+    def __init__(self, units: dict[str, tuple[Collection, str, Source]]):
+        self.units = units  # key -> (collection, full text lower-cased, a source to report)
+        self.n = max(len(units), 1)
+
+    @classmethod
+    async def build(cls, app: RepoExpert, name: str) -> GrepBaseline:
+        reader = await app.reader(name)
+        texts: dict[str, list[str]] = defaultdict(list)
+        first: dict[str, Source] = {}
+        colls: dict[str, Collection] = {}
+        for c in await reader.all_chunks():
+            texts[c.doc_key].append(c.text)
+            colls[c.doc_key] = c.collection
+            if c.doc_key not in first:
+                first[c.doc_key] = Source(
+                    collection=c.collection, title=c.path or c.title, url=c.url, text="",
+                    score=0.0, path=c.path, issue=c.issue,
+                )  # fmt: skip
+        return cls({k: (colls[k], "\n".join(v).lower(), first[k]) for k, v in texts.items()})
+
+    def terms(self, question: str) -> list[str]:
+        r = analyse(question)
+        ts = [i.lower() for i in r.identifiers] + [p.lower() for p in r.paths]
+        ts += [t for t in expand(question, keep_stop=False) if len(t) > 2 and t not in STOP]
+        ts += [f"#{n}" for n in r.issues]
+        return list(dict.fromkeys(ts))
+
+    def search(self, question: str, k: int) -> Retrieval:
+        terms = self.terms(question)
+        df = {t: sum(1 for _, txt, _ in self.units.values() if t in txt) for t in terms}
+        scored = []
+        for _key, (_c, txt, src) in self.units.items():
+            matched = [t for t in terms if df[t] and t in txt]
+            if not matched:
+                continue
+            idf = sum(math.log(1 + self.n / df[t]) for t in matched)
+            count = sum(len(re.findall(re.escape(t), txt)) for t in matched)
+            scored.append((idf, count, src))
+        scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
+        sources = []
+        for idf, _, src in scored[:k]:
+            s = Source(**{**src.__dict__, "score": idf})
+            sources.append(s)
+        return Retrieval(sources=sources)
+
+
+async def compare(
+    app: RepoExpert, name: str, questions: list[EvalQuestion], k: int
+) -> dict[str, Report]:
+    grep = await GrepBaseline.build(app, name)
+    reports: dict[str, Report] = {}
+    for system in SYSTEMS:
+        if system == "grep":
+
+            async def fn(q: str) -> Retrieval:
+                return grep.search(q, k)
+
+        else:
+
+            async def fn(q: str, mode: str = system) -> Retrieval:
+                return await app.retrieve(name, q, k=k, mode=mode)
+
+        reports[system] = await run_eval(questions, fn, k, system=system)
+    return reports
+
+
+def _groups(reports: dict[str, Report]) -> list[str]:
+    keys: list[str] = []
+    for r in reports.values():
+        for g in r.groups():
+            if g not in keys:
+                keys.append(g)
+    return keys
+
+
+def markdown(reports: dict[str, Report], k: int) -> str:
+    groups = _groups(reports)
+    head = "| group | " + " | ".join(
+        f"{s} hit@1 | {s} hit@{k} | {s} MRR" for s in reports
+    ) + " |"  # fmt: skip
+    lines = [
+        f"### Retrieval: hit@1, hit@{k} and MRR per system (same questions, same index)",
+        "",
+        head,
+        "|" + "---|" * (1 + 3 * len(reports)),
+    ]
+    for g in groups:
+        cells = []
+        for r in reports.values():
+            m = r.groups().get(g)
+            cells += [f"{m.hit1:.3f}", f"{m.hitk:.3f}", f"{m.mrr:.3f}"] if m else ["", "", ""]
+        n = next(r.groups()[g].n for r in reports.values() if g in r.groups())
+        lines.append(f"| {g} (n={n}) | " + " | ".join(cells) + " |")
+    lines += ["", "Share of result slots per collection:", "", "| system | docs | code | issues |"]
+    lines.append("|---|---|---|---|")
+    for s, r in reports.items():
+        sh = r.slot_share()
+        lines.append(
+            f"| {s} | " + " | ".join(f"{sh.get(c, 0.0):.0%}" for c in ("docs", "code", "issues"))
+            + " |"
+        )  # fmt: skip
+    lines += ["", "Median retrieval time per question (ms): " + ", ".join(
+        f"{s} {r.to_json()['median_ms']:.1f}" for s, r in reports.items()
+    )]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def chart(reports: dict[str, Report], k: int, path: Path) -> None:
+    """Grouped bars: hit@k and MRR overall and per route, one bar per system."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [g for g in _groups(reports) if g == "overall" or g.startswith("route:")]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    width = 0.8 / len(reports)
+    for ax, metric, label in ((axes[0], "hitk", f"hit@{k}"), (axes[1], "mrr", "MRR")):
+        for i, (system, rep) in enumerate(reports.items()):
+            g = rep.groups()
+            vals = [getattr(g[x], metric) if x in g else 0.0 for x in groups]
+            xs = [j + (i - (len(reports) - 1) / 2) * width for j in range(len(groups))]
+            ax.bar(xs, vals, width, label=system)
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_title(label)
+        ax.set_ylim(0, 1)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].legend(loc="lower left", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def to_json(reports: dict[str, Report]) -> dict[str, Any]:
+    return {s: r.to_json() for s, r in reports.items()}

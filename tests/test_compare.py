@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.compare import SYSTEMS, GrepBaseline, chart, compare, markdown
+from core.eval import EvalQuestion, Gold
+
+
+def q(i: str, route: str, text: str, paths=(), issues=(), lang="en") -> EvalQuestion:  # type: ignore[no-untyped-def]
+    return EvalQuestion(id=i, lang=lang, route=route, question=text,  # type: ignore[arg-type]
+                        gold=Gold(paths=list(paths), issues=list(issues)))  # fmt: skip
+
+
+QUESTIONS = [
+    q("themes", "docs", "Which themes change chart colours?", paths=["docs/guide.md"]),
+    q("timeout", "docs", "What is the default timeout?", paths=["README.md"]),
+    q("parse", "code", "What does parse_config return?", paths=["src/widget/config.py"]),
+    q("bug", "issues", "where is the bug from issue #42?", issues=[42]),
+    q("dim", "issues", "Is there a bug about dim dark theme colours?", issues=[7]),
+]
+
+
+@pytest.mark.asyncio
+async def test_grep_baseline_ranks_files_by_distinct_terms(sample) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    g = await GrepBaseline.build(app, "widget")
+    assert "parse_config" in g.terms("What does parse_config return?")
+    r = g.search("What does parse_config return?", 6)
+    assert r.sources[0].path == "src/widget/config.py"
+    r = g.search("issue #42", 6)
+    assert r.sources[0].issue == 42
+    await app.close()
+
+
+@pytest.mark.asyncio
+async def test_compare_runs_every_system_and_writes_reports(sample, tmp_path: Path) -> None:
+    app = sample["app"]
+    await app.index("widget")
+    reports = await compare(app, "widget", QUESTIONS, 6)
+    assert list(reports) == list(SYSTEMS)
+    for rep in reports.values():
+        assert rep.groups()["overall"].n == len(QUESTIONS)
+    full = reports["full"].groups()
+    assert full["overall"].hitk == 1.0
+    assert full["route:issues"].hit1 == 1.0
+    md = markdown(reports, 6)
+    assert "| overall (n=5) |" in md and "full hit@6" in md
+    chart(reports, 6, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    await app.close()
