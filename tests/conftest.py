@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import textwrap
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import pytest_asyncio
 
 from core.answer import terms
 from core.config import Settings
@@ -157,9 +159,10 @@ def fake_embedder() -> FakeEmbedder:
     return FakeEmbedder()
 
 
-@pytest.fixture
-def sample(tmp_path: Path, fake_embedder: FakeEmbedder):
-    """A git repo, an issues file, an instance file and a RepoExpert on the fake embedder."""
+@pytest_asyncio.fixture
+async def sample(tmp_path: Path, fake_embedder: FakeEmbedder) -> AsyncIterator[dict[str, Any]]:
+    """A git repo, an issues file, an instance file and a RepoExpert on the fake embedder.
+    Closed after the test even when it fails (an open SQLite thread would keep pytest alive)."""
     import json
 
     repo = tmp_path / "widget"
@@ -175,5 +178,8 @@ def sample(tmp_path: Path, fake_embedder: FakeEmbedder):
     )
     svc = EmbedService(lambda: fake_embedder, tmp_path / "data" / "cache.sqlite", batch_size=4)
     app = RepoExpert(Settings(inst_dir, tmp_path / "data"), embedder_for=lambda inst: svc)
-    return {"repo": repo, "sha": sha, "app": app, "svc": svc, "tmp": tmp_path,
-            "embedder": fake_embedder}  # fmt: skip
+    yield {"repo": repo, "sha": sha, "app": app, "svc": svc, "tmp": tmp_path,
+           "embedder": fake_embedder}  # fmt: skip
+    await app.close()
+    svc.close()
+

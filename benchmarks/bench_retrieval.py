@@ -1,0 +1,149 @@
+"""Retrieval latency at repository scale, without an LLM.
+
+Builds synthetic indexes of N chunks (default 5k and 50k, split docs 20% / code 60% / issues
+20%; text drawn from a real word list so BM25 has realistic postings; random unit vectors),
+then times the full retrieval path — query analysis, query embedding with the real default
+embedder, exact vector search, FTS5 BM25, symbol lookups, fusion, fetching the sources — and the
+whole extractive ``ask``. Also runs N concurrent asks (1, 8, 32) and reports throughput.
+
+    python benchmarks/bench_retrieval.py [--sizes 5000 50000] [--queries 40]
+
+Prints p50/p95 per size and the ratio 50k/5k (exact search grows linearly; the rest should not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from core.answer import ExtractiveAnswerer  # noqa: E402
+from core.config import EmbeddingConfig  # noqa: E402
+from core.embed import embed_service  # noqa: E402
+from core.models import Chunk, Symbol  # noqa: E402
+from core.retrieve import Options, retrieve  # noqa: E402
+from core.store import BuildWriter, IndexReader  # noqa: E402
+
+QUESTIONS = [
+    "How do I configure the request timeout?",
+    "what does parse_config return?",
+    "where is the bug from issue #42?",
+    "¿Cómo configuro el tiempo de espera?",
+    "Is there a known bug with retries on 502?",
+    "who calls render_chart?",
+    "What is the default of max_connections?",
+    "How are plugins loaded at startup?",
+]
+
+
+def _words() -> list[str]:
+    import keyword
+    import string
+
+    src = Path(string.__file__).read_text() + Path(keyword.__file__).read_text()
+    src += Path(argparse.__file__).read_text()
+    ws = sorted({w.lower() for w in src.split() if w.isalpha() and 2 < len(w) < 14})
+    return ws
+
+
+async def build(data: Path, n: int, dim: int, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    words = _words()
+    split = {"docs": int(n * 0.2), "code": int(n * 0.6)}
+    split["issues"] = n - split["docs"] - split["code"]
+    async with BuildWriter(data, "bench") as w:
+        syms: list[Symbol] = []
+        for coll, count in split.items():
+            chunks = []
+            for i in range(count):
+                body = " ".join(rng.choices(words, k=120))
+                name = f"{rng.choice(words)}_{rng.choice(words)}"
+                path = f"src/{rng.choice(words)}/{rng.choice(words)}.py"
+                text = f"{path} › {name}\ndef {name}(x):\n    {body}"
+                c = Chunk(coll, f"{coll}:{i}", text, name, 200, path=path,  # type: ignore[arg-type]
+                          issue=i if coll == "issues" else None, start_line=1, end_line=30,
+                          symbol=name if coll == "code" else None, url=f"u/{i}")  # fmt: skip
+                chunks.append(c)
+                if coll == "code":
+                    syms.append(Symbol(name, name, "function", path, 1, 30))
+            await w.add_chunks(coll, chunks)
+            v = nrng.standard_normal((count, dim)).astype(np.float32)
+            v /= np.linalg.norm(v, axis=1, keepdims=True)
+            await w.write_vectors(coll, v)
+        await w.add_symbols(syms)
+        await w.set_meta("stamp", {"bench": True})
+        return await w.commit()
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
+    ap.add_argument("--queries", type=int, default=40)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
+    svc = embed_service(EmbeddingConfig(), tmp)
+    name, dim, _ = await svc.info()
+    print(f"query embedder: {name}")
+    await svc.embed_query("warm up")
+    results = {}
+    for n in args.sizes:
+        t = time.perf_counter()
+        path = await build(tmp / str(n), n, dim)
+        built = time.perf_counter() - t
+        reader = await IndexReader.open(path)
+        opt = Options()
+        answerer = ExtractiveAnswerer()
+        ret, ask, emb = [], [], []
+        for i in range(args.queries):
+            qtext = QUESTIONS[i % len(QUESTIONS)]
+            t0 = time.perf_counter()
+            r = await retrieve(reader, svc, qtext, opt)
+            t1 = time.perf_counter()
+            await answerer.answer(qtext, r)
+            t2 = time.perf_counter()
+            ret.append((t1 - t0) * 1000)
+            ask.append((t2 - t0) * 1000)
+            emb.append(r.timings_ms["embed_query"])
+        conc = {}
+        for c in (1, 8, 32):
+            t0 = time.perf_counter()
+
+            async def one(i: int) -> None:
+                q = QUESTIONS[i % len(QUESTIONS)]
+                await answerer.answer(q, await retrieve(reader, svc, q, opt))  # noqa: B023
+
+            await asyncio.gather(*(one(i) for i in range(c * 2)))
+            conc[c] = c * 2 / (time.perf_counter() - t0)
+        await reader.close()
+        results[n] = (ret, ask, emb, conc, built)
+        print(
+            f"{n:>7} chunks (built in {built:.1f}s): retrieve p50 {statistics.median(ret):6.1f} ms"
+            f"  p95 {pct(ret, 95):6.1f} ms | query embedding p50 {statistics.median(emb):5.1f} ms"
+            f" | ask p50 {statistics.median(ask):6.1f} ms  p95 {pct(ask, 95):6.1f} ms | "
+            + "  ".join(f"{c} concurrent: {qps:5.1f} asks/s" for c, qps in conc.items())
+        )
+    if len(args.sizes) > 1:
+        a, b = args.sizes[0], args.sizes[-1]
+        ra = statistics.median(results[a][0])
+        rb = statistics.median(results[b][0])
+        print(f"ratio retrieve p50 {b}/{a}: {rb / ra:.2f}x for {b / a:.0f}x the chunks")
+    svc.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
