@@ -5,18 +5,24 @@ point at no source are removed (and counted), sources never cited are dropped, a
 renumbered 1..n in order of first use. Every answerer goes through it.
 
 The default :class:`ExtractiveAnswerer` needs no language model: it quotes the sentences of the
-top sources that best match the question, each followed by its citation number.
+top sources that best match the question, each followed by its citation number. Its own words
+(the header, "the sources don't contain the answer") follow the question's language where it
+has them (English, Spanish); quotations stay as the sources wrote them.
+
+:func:`no_answer` is how every answerer says the sources don't contain the answer: plainly, with
+the closest sources cited so a person can look for themselves.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .chunking.text import prose_units
 from .models import Answer, Retrieval, Source, Turn
+from .prompt import detect_language, resolve_followup
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
 
@@ -54,6 +60,69 @@ def finalize_citations(
         kept.append(s)
     report.dropped_sources = len(sources) - len(kept)
     return new_text, kept, report
+
+
+def snapshot(sources: list[Source]) -> list[Source]:
+    """Copies of the sources an answerer is about to see: its evidence."""
+    return [replace(s, n=0) for s in sources]
+
+
+def mark_cited(evidence: list[Source], shown: list[Source], kept: list[Source]) -> list[Source]:
+    """Give each evidence copy the citation number its original got (0: not cited)."""
+    for e, o in zip(evidence, shown, strict=True):
+        e.n = o.n if any(o is k for k in kept) else 0
+    return evidence
+
+
+_TEXTS = {
+    "en": {
+        "header": "From the indexed sources:",
+        "nothing": "I found nothing in this instance's docs, code or issues that matches the "
+        "question. Try naming a file, a function or an issue number.",
+        "no_answer": "The indexed sources don't contain the answer to this question.",
+        "closest": "The closest ones are",
+    },
+    "es": {
+        "header": "Según las fuentes indexadas:",
+        "nothing": "No encontré nada en la documentación, el código ni los issues de esta "
+        "instancia que corresponda a la pregunta. Prueba a nombrar un archivo, una función o un "
+        "número de issue.",
+        "no_answer": "Las fuentes indexadas no contienen la respuesta a esta pregunta.",
+        "closest": "Las más cercanas son",
+    },
+}
+
+
+def phrase(lang: str | None, key: str) -> str:
+    return _TEXTS.get(lang or "en", _TEXTS["en"])[key]
+
+
+def no_answer(
+    retrieval: Retrieval,
+    lang: str | None,
+    backend: str = "extractive",
+    seen: tuple[list[Source], list[Source]] | None = None,
+    closest: int = 3,
+) -> Answer:
+    """Say plainly that the sources don't contain the answer; cite and list the closest ones.
+
+    ``seen`` is (the sources the answerer was shown, its evidence copies of them); default: all
+    retrieved sources, whole."""
+    shown = retrieval.sources[:closest]
+    kept: list[Source] = []
+    if not shown:
+        text = phrase(lang, "nothing")
+    else:
+        refs = "; ".join(f"{_label(s)} [{i}]" for i, s in enumerate(shown, start=1))
+        text, kept, _ = finalize_citations(
+            f"{phrase(lang, 'no_answer')} {phrase(lang, 'closest')}: {refs}.", shown
+        )
+    originals, evidence = seen or (retrieval.sources, snapshot(retrieval.sources))
+    return Answer(
+        text=text, sources=kept, route=retrieval.route, timings_ms=dict(retrieval.timings_ms),
+        backend=backend, no_answer=True, language=lang,
+        evidence=mark_cited(evidence, originals, kept),
+    )  # fmt: skip
 
 
 class Answerer(Protocol):
@@ -154,15 +223,17 @@ class ExtractiveAnswerer:
         self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
     ) -> Answer:
         sources = retrieval.sources
+        lang = detect_language(question)
         if not sources:
             return Answer(
-                text="I found nothing in this instance's docs, code or issues that matches the "
-                "question. Try naming a file, a function or an issue number.",
+                text=phrase(lang, "nothing"),
                 sources=[],
                 route=retrieval.route,
                 timings_ms=dict(retrieval.timings_ms),
+                language=lang,
             )
-        q = terms(question)
+        # A follow-up ("and its default?") is scored with the question it follows.
+        q = terms(resolve_followup(question, conversation))
         qset = set(q)
         # Rarer question terms weigh more: idf over the sentences at hand.
         all_sents = [(i, s) for i, src in enumerate(sources) for s in _sentences(src)]
@@ -172,6 +243,13 @@ class ExtractiveAnswerer:
                 if t in qset:
                     df[t] = df.get(t, 0) + 1
         n_s = max(len(all_sents), 1)
+        if (
+            qset
+            and not any(qset & set(terms(s.text)) for s in sources)
+            and lang == (_sources_language(sources) or "en")
+        ):
+            # Same language, and not one question word anywhere in the sources: no answer.
+            return no_answer(retrieval, lang, self.name)
         lines: list[str] = []
         used = 0
         for i, src in enumerate(sources):
@@ -196,15 +274,24 @@ class ExtractiveAnswerer:
             label = _label(src)
             lines.append(f"• {label}: {quote} [{i + 1}]")
             used += 1
-        body = "From the indexed sources:\n" + "\n".join(lines)
-        text, kept, _ = finalize_citations(body, sources)
+        body = phrase(lang, "header") + "\n" + "\n".join(lines)
+        evidence = snapshot(sources)
+        text, kept, rep = finalize_citations(body, sources)
         return Answer(
             text=text,
             sources=kept,
             route=retrieval.route,
             timings_ms=dict(retrieval.timings_ms),
             backend=self.name,
+            dropped_markers=rep.dropped_markers,
+            language=lang,
+            evidence=mark_cited(evidence, sources, kept),
         )
+
+
+def _sources_language(sources: list[Source]) -> str | None:
+    prose = [s.text for s in sources[:4] if s.collection != "code"]
+    return detect_language(" ".join(prose)[:4000]) if prose else None
 
 
 def _label(src: Source) -> str:
@@ -227,6 +314,12 @@ def render_sources(sources: list[Source]) -> str:
 
 
 def render_answer(answer: Answer) -> str:
-    if not answer.sources:
-        return answer.text
-    return f"{answer.text}\n\nSources:\n{render_sources(answer.sources)}"
+    parts = [f"Note: {answer.note}"] if answer.note else []
+    parts.append(answer.text)
+    if answer.unsupported:
+        flagged = "\n".join(f"  ! {s}" for s in answer.unsupported)
+        parts.append(f"Not supported by the sources they cite (check before relying on them):\n"
+                     f"{flagged}")  # fmt: skip
+    if answer.sources:
+        parts.append(f"Sources:\n{render_sources(answer.sources)}")
+    return "\n\n".join(parts)

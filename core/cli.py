@@ -18,9 +18,11 @@ from typing import Any
 from .answer import render_answer
 from .config import Settings
 from .errors import RepoExpertError
-from .eval import load_questions, run_eval
+from .eval import load_questions, run_eval, run_judged
 from .index import Summary
+from .judge import make_judge
 from .service import RepoExpert
+from .support import embedding_similarity
 
 log = logging.getLogger("repo_expert")
 
@@ -119,16 +121,90 @@ async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
+    from . import compare
+
+    reports = await compare.compare(app, args.name, questions, args.k)
+    out = Path(args.report or app.settings.data_dir / args.name / "eval")
+    out.mkdir(parents=True, exist_ok=True)
+    md = compare.markdown(reports, args.k)
+    (out / "compare.md").write_text(md)
+    compare.chart(reports, args.k, out / "compare.png")
+    if args.json:
+        print(json.dumps(compare.to_json(reports), indent=2, ensure_ascii=False))
+    else:
+        print(md)
+        print(f"written: {out / 'compare.md'}, {out / 'compare.png'}")
+    return 0
+
+
 async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     questions = load_questions(Path(args.questions))
     if not app.has_index(args.name):
         await app.index(args.name, progress=ProgressBar())
+    if args.compare:
+        return await _compare(app, args, questions)
 
     async def fn(q: str) -> Any:
         return await app.retrieve(args.name, q, k=args.k)
 
     report = await run_eval(questions, fn, args.k)
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+    if not args.judge:
+        print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+        return 0
+    # Answer each question through the service (the instance's llm and retrieval.k) and judge
+    # it on the evidence its answerer saw.
+    svc = app.embedder(args.name)
+    judge = make_judge(
+        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages)
+    )
+    judged = await run_judged(questions, lambda q: app.ask(args.name, q), judge)
+    if args.json:
+        print(json.dumps({**report.to_json(), "judge": judged.to_json()}, indent=2,
+                         ensure_ascii=False))  # fmt: skip
+    else:
+        print(f"{report.table()}\n\n{judged.table()}")
+    return 0
+
+
+async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
+    # The chat faces build on core; this entry point is the one place that reaches up to them.
+    from bot.serve import serve
+    from bot.settings import load_serve_config
+
+    await serve(args.platform, app, load_serve_config(args.config))
+    return 0
+
+
+async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
+    from .conversations import ConversationStore, default_path
+
+    app.instance(args.name)  # an unknown name fails here, with the known ones
+    path = Path(args.db) if args.db else default_path(app.settings.data_dir)
+    records = []
+    if path.exists():
+        store = await ConversationStore.open(path)
+        try:
+            records = await store.feedback(args.name, args.limit)
+        finally:
+            await store.close()
+    if args.json:
+        print(json.dumps([r.to_json() for r in records], ensure_ascii=False, indent=2))
+        return 0
+    if not records:
+        print(f"no feedback on {args.name} yet ({path})")
+        return 0
+    up = sum(r.verdict == "up" for r in records)
+    print(f"{args.name}: {up} 👍  {len(records) - up} 👎  (newest first)")
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+        mark = "👍" if r.verdict == "up" else "👎"
+        answer = " ".join(r.answer.split())
+        print(f"\n{when}  {mark}  {r.platform} user {r.user}  (turn {r.turn_id})")
+        print(f"  Q: {r.question}")
+        print(f"  A: {answer[:300] + ' …' if len(answer) > 300 else answer}")
+        for s in r.sources:
+            print(f"     [{s.get('n')}] {s.get('url') or s.get('path') or s.get('title')}")
     return 0
 
 
@@ -164,7 +240,35 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--questions", required=True, help="YAML question file")
     s.add_argument("-k", type=int, default=6)
     s.add_argument("--json", action="store_true")
+    s.add_argument(
+        "--compare",
+        action="store_true",
+        help="run grep, bm25, dense, rrf and the full system side by side; writes a Markdown "
+        "table and a bar chart",
+    )
+    s.add_argument("--report", help="folder for compare.md/compare.png (default: data/NAME/eval)")
+    s.add_argument(
+        "--judge",
+        action="store_true",
+        help="also answer each question and judge faithfulness and answer_facts coverage "
+        "(an LLM judge if the instance has an llm, else the sentence-support check)",
+    )
     s.set_defaults(fn=cmd_eval)
+
+    s = sub.add_parser(
+        "serve",
+        help="run the Slack and/or Discord bot (tokens from the environment; see README)",
+    )
+    s.add_argument("platform", choices=["slack", "discord", "all"])
+    s.add_argument("--config", help="bot settings YAML (env REPO_EXPERT_SERVE_CONFIG)")
+    s.set_defaults(fn=cmd_serve)
+
+    s = sub.add_parser("feedback", help="print the 👍/👎 feedback given in Slack on an instance")
+    s.add_argument("name")
+    s.add_argument("--db", help="conversations database (default {data}/conversations.sqlite)")
+    s.add_argument("--limit", type=int, default=100, help="newest N (default 100)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_feedback)
     return p
 
 

@@ -12,6 +12,9 @@ File format (YAML list)::
 A retrieved source is a hit when its path is in ``gold.paths`` or its issue number is in
 ``gold.issues``. Reported: hit@1, hit@k and MRR (reciprocal rank of the first hit within k),
 overall, per route and per language, and the share of result slots each collection took.
+
+With ``--judge`` (:func:`run_judged`) each question is also answered through the service and the
+answer judged for faithfulness and ``answer_facts`` coverage (``judge.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
-from .models import Retrieval, Source
+from .judge import Judge, JudgedQuestion, JudgeReport
+from .models import Answer, Retrieval, Source
 
 
 class Gold(BaseModel):
@@ -165,5 +169,22 @@ async def run_eval(
         rank = next((i + 1 for i, s in enumerate(r.sources[:k]) if is_hit(s, q.gold)), None)
         rep.results.append(
             QuestionResult(q.id, q.lang, q.route, rank, [s.collection for s in r.sources[:k]], ms)
+        )
+    return rep
+
+
+AskFn = Callable[[str], Awaitable[Answer]]
+
+
+async def run_judged(questions: list[EvalQuestion], ask_fn: AskFn, judge: Judge) -> JudgeReport:
+    """Answer every question through the service and judge the answer on its own evidence."""
+    rep = JudgeReport(method=judge.method)
+    for q in questions:
+        answer = await ask_fn(q.question)
+        verdict = await judge.judge(q.question, answer, q.answer_facts)
+        rep.results.append(
+            JudgedQuestion(
+                q.id, q.lang, q.route, answer.backend, answer.no_answer, verdict, answer.note
+            )
         )
     return rep

@@ -125,6 +125,15 @@ class Answer:
     route: dict[str, Any] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend: str = "extractive"
+    # Sentences the support check found no support for in the sources they cite.
+    unsupported: list[str] = field(default_factory=list)
+    dropped_markers: int = 0  # [n] markers that pointed at no source, removed
+    note: str = ""  # one line for the person asking, e.g. "the model is down: extractive answer"
+    no_answer: bool = False  # the sources don't contain the answer; ``sources`` are the closest
+    language: str | None = None  # detected language of the question (ISO 639-1), if known
+    # What the answerer saw: copies of the sources in prompt order, with the text as given to it
+    # (cut to the token budget); ``n`` is the citation number in ``text``, 0 when not cited.
+    evidence: list[Source] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -132,4 +141,12 @@ class Answer:
             "sources": [s.to_json() for s in self.sources],
             "route": self.route,
             "timings_ms": {k: round(v, 2) for k, v in self.timings_ms.items()},
-        }
+            "backend": self.backend,
+            "note": self.note,
+            "no_answer": self.no_answer,
+            "unsupported": self.unsupported,
+            "dropped_markers": self.dropped_markers,
+            "language": self.language,
+            "evidence": {"sources": len(self.evidence),
+                         "chars": sum(len(e.text) for e in self.evidence)},
+        }  # fmt: skip

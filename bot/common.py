@@ -1,0 +1,294 @@
+"""What the Slack and Discord adapters share, free of either platform's SDK.
+
+* :class:`Access` — which instances may answer in a place (workspace/guild + channel), which one
+  is the channel's default, and how ``[instance] question`` is read.
+* :class:`Limits` — a per-person rate limit and a global cap on answers in progress.
+* :class:`ChatCore` — the one call the adapters make: history in, ``RepoExpert.ask``, turn out.
+* :func:`split_text` and the source-label helpers used to render answers within platform limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from core.config import Instance
+from core.conversations import ConversationStore, FeedbackRecord, Verdict
+from core.errors import ConfigError, RepoExpertError
+from core.models import Answer, Source
+from core.service import RepoExpert
+
+from . import messages
+from .settings import ServeConfig
+
+log = logging.getLogger(__name__)
+
+Platform = Literal["slack", "discord"]
+
+
+class NotAllowed(RepoExpertError):
+    """An instance was asked where its access configuration does not allow it."""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a question was asked. For a thread, ``channel`` is the thread's parent channel."""
+
+    platform: Platform
+    space: str | None  # Slack team id, Discord guild id; None for a Discord DM
+    channel: str
+
+
+@dataclass(frozen=True)
+class Pick:
+    instance: str
+    question: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A polite answer instead of an answer: shown to the asker only where the platform can."""
+
+    message: str
+
+
+class Access:
+    """The instances' ``access:`` rules over all loaded instances."""
+
+    def __init__(self, instances: Mapping[str, Instance]) -> None:
+        self.instances = dict(instances)
+        self._defaults: dict[tuple[str, str], str] = {}
+        for name, inst in sorted(self.instances.items()):
+            for platform, side in (("slack", inst.access.slack), ("discord", inst.access.discord)):
+                for ch in side.default_channels:
+                    other = self._defaults.setdefault((platform, ch), name)
+                    if other != name:
+                        raise ConfigError(
+                            f"{inst.source_file}: access.{platform}.default_channels: channel {ch}"
+                            f" is already the default of instance '{other}' "
+                            f"({self.instances[other].source_file}); one default per channel"
+                        )
+
+    def allows(self, name: str, place: Place) -> bool:
+        inst = self.instances.get(name)
+        return inst is not None and inst.access.allows(place.platform, place.space, place.channel)
+
+    def allowed(self, place: Place) -> list[str]:
+        return [n for n in sorted(self.instances) if self.allows(n, place)]
+
+    def default(self, place: Place) -> str | None:
+        """The channel's configured default, else the only instance allowed there."""
+        name = self._defaults.get((place.platform, place.channel))
+        if name is not None and self.allows(name, place):
+            return name
+        allowed = self.allowed(place)
+        return allowed[0] if len(allowed) == 1 else None
+
+    def _visible_name(self, word: str, place: Place) -> bool:
+        """A word names an instance here unless it is a private one this place may not use:
+        those stay invisible (the word is just part of the question)."""
+        inst = self.instances.get(word)
+        return inst is not None and (not inst.access.private or self.allows(word, place))
+
+    def pick(
+        self,
+        place: Place,
+        text: str,
+        example: str,
+        named: str | None = None,
+        current: str | None = None,
+    ) -> Pick | Refusal:
+        """Read ``[instance] question``: an instance named by its first word (or ``named``, a
+        separate argument), else the thread's ``current`` instance, else the channel default."""
+        question = text.strip()
+        if named is None:
+            first, _, rest = question.partition(" ")
+            word = first.rstrip(":,")
+            if self._visible_name(word, place):
+                named, question = word, rest.strip()
+        allowed = self.allowed(place)
+        if named is not None:
+            if named not in allowed:
+                return Refusal(messages.not_here(named, allowed))
+            if not question:
+                return Refusal(messages.no_question(named, example))
+            return Pick(named, question)
+        if current is not None and current in allowed:
+            return Pick(current, question)
+        default = self.default(place)
+        if default is not None:
+            return Pick(default, question)
+        if not allowed:
+            return Refusal(messages.no_instance_here())
+        return Refusal(messages.choose_instance(allowed, example))
+
+
+class Slot:
+    """One answer in progress; :meth:`release` frees it (once)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits: Limits | None = limits
+
+    def release(self) -> None:
+        if self._limits is not None:
+            self._limits.active -= 1
+            self._limits = None
+
+
+class Limits:
+    """At most ``per_user`` questions per ``window`` seconds per person, and at most
+    ``concurrent`` answers in progress across everyone."""
+
+    def __init__(
+        self,
+        per_user: int,
+        window: float,
+        concurrent: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_user, self.window, self.concurrent = per_user, window, concurrent
+        self.clock = clock
+        self.active = 0
+        self._recent: dict[str, deque[float]] = {}
+
+    def admit(self, who: str) -> Slot | Refusal:
+        now = self.clock()
+        recent = self._recent.setdefault(who, deque())
+        while recent and recent[0] <= now - self.window:
+            recent.popleft()
+        if len(recent) >= self.per_user:
+            return Refusal(messages.rate_limited(recent[0] + self.window - now))
+        if self.active >= self.concurrent:
+            return Refusal(messages.busy())
+        recent.append(now)
+        self.active += 1
+        return Slot(self)
+
+
+@dataclass
+class Reply:
+    answer: Answer
+    turn_id: int
+
+
+class ChatCore:
+    """The service as the bots see it: access, limits, thread history, feedback."""
+
+    def __init__(
+        self,
+        app: RepoExpert,
+        store: ConversationStore,
+        config: ServeConfig,
+        instances: Mapping[str, Instance] | None = None,
+    ) -> None:
+        self.app, self.store, self.config = app, store, config
+        self.access = Access(instances if instances is not None else app.load_instances())
+        self.limits = Limits(config.rate_limit, config.rate_window, config.max_concurrent)
+
+    async def ask(self, place: Place, thread: str, pick: Pick, user: str) -> Reply:
+        """Answer ``pick`` in ``thread`` with the thread's earlier turns, and record the turn."""
+        if not self.access.allows(pick.instance, place):  # the adapters checked; make sure
+            raise NotAllowed(f"instance {pick.instance} is not allowed in {place}")
+        n = self.config.history_turns
+        history = await self.store.history(place.platform, thread, n) if n else []
+        answer = await self.app.ask(pick.instance, pick.question, conversation=history or None)
+        turn = await self.store.add_turn(
+            place.platform, thread, pick.instance, user, pick.question, answer
+        )
+        log.info(
+            "%s answered %s in %s (%d sources, %.0f ms)", place.platform, pick.instance,
+            thread, len(answer.sources), answer.timings_ms.get("total", 0.0),
+        )  # fmt: skip
+        return Reply(answer, turn)
+
+    async def thread_instance(self, platform: Platform, thread: str) -> str | None:
+        return await self.store.thread_instance(platform, thread)
+
+    async def feedback(
+        self, platform: Platform, turn_id: int, user: str, verdict: Verdict
+    ) -> FeedbackRecord | None:
+        return await self.store.record_feedback(platform, turn_id, user, verdict)
+
+
+class Background:
+    """Answers in progress: started without being awaited (the platform's handler returns at
+    once), awaited by :meth:`drain` (tests, shutdown); an error that escapes one is logged."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s: a question was dropped by an error", self.name,
+                      exc_info=task.exception())  # fmt: skip
+
+    async def drain(self) -> None:
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def failure_line(exc: BaseException) -> str:
+    """One line for the thread; the details go to the log (by the caller)."""
+    what = messages.FAILURES.get(type(exc).__name__, messages.FAILURE_OTHER)
+    return messages.failed(what)
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Split ``text`` into pieces of at most ``limit`` characters, at a paragraph, line or word
+    boundary when there is one (only the separator at a cut is dropped), keeping fenced code
+    blocks closed in each piece."""
+    if limit < 16:
+        raise ValueError("limit too small")
+    budget = limit - 8  # room to close and reopen a ``` fence
+    pieces: list[str] = []
+    rest = text
+    while len(rest) > budget:
+        for sep in ("\n\n", "\n", " "):
+            cut = rest.rfind(sep, 0, budget + 1)
+            if cut > 0:
+                pieces.append(rest[:cut])
+                rest = rest[cut + len(sep) :]
+                break
+        else:
+            pieces.append(rest[:budget])
+            rest = rest[budget:]
+    if rest or not pieces:
+        pieces.append(rest)
+    out: list[str] = []
+    fence_open = False
+    for p in pieces:
+        if fence_open:
+            p = "```\n" + p
+        if p.count("```") % 2:
+            p += "\n```"
+            fence_open = True
+        else:
+            fence_open = False
+        out.append(p)
+    return out
+
+
+_ISSUE_PREFIX = re.compile(r"^#\d+\s+")
+
+
+def source_label(s: Source) -> tuple[str, str]:
+    """(where, what): ``("README.md:9-12", "Widget › Configuration")``, ``("#42", "Timeout …")``."""
+    where = s.location()
+    if s.issue is not None:
+        what = _ISSUE_PREFIX.sub("", s.title)
+    else:
+        what = s.title if s.title and s.title != s.path else (s.symbol or "")
+    return where, what

@@ -1,0 +1,278 @@
+"""The Discord face: a discord.py client over :class:`~bot.common.ChatCore`.
+
+* Mentioning the bot in a channel opens a thread on that message and answers there; later
+  messages in that thread (all of them with ``thread_replies``, else those mentioning the bot)
+  are follow-ups answered with the thread's earlier turns.
+* ``/ask question:<text> instance:<choice>`` (autocomplete: the instances this guild/channel may
+  use) posts the question and opens a thread on it for the answer.
+* The typing indicator shows while an answer is worked on; the answer is text (2,000 characters
+  per message) followed by a numbered *Sources* embed; failures are one line in the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from core.models import Answer
+
+from . import messages
+from .common import Background, ChatCore, Pick, Place, Refusal, Slot, failure_line, source_label
+from .common import split_text as split
+from .settings import DiscordSettings
+
+log = logging.getLogger(__name__)
+
+CONTENT_LIMIT = 2000
+EMBED_DESCRIPTION_LIMIT = 4096
+EMBED_TOTAL_LIMIT = 6000
+EMBEDS_PER_MESSAGE = 10
+SOURCES_COLOUR = 0x2B6CB0
+
+
+@dataclass
+class DiscordMessage:
+    content: str | None
+    embeds: list[discord.Embed] = field(default_factory=list)
+
+
+def _embed_size(e: discord.Embed) -> int:
+    return len(e.title or "") + len(e.description or "")
+
+
+def answer_messages(answer: Answer) -> list[DiscordMessage]:
+    """Text split at 2,000 characters, then the sources embed(s) on the last text message."""
+    text = answer.text + (f"\n-# {answer.note}" if answer.note else "")
+    out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
+    lines = []
+    for s in answer.sources:
+        where, what = source_label(s)
+        label = f"[{discord.utils.escape_markdown(where)}]({s.url})" if s.url else where
+        lines.append(f"**[{s.n}]** {label} {discord.utils.escape_markdown(what)}".rstrip())
+    descriptions: list[str] = []
+    for line in lines:
+        for piece in split(line, EMBED_DESCRIPTION_LIMIT):
+            if descriptions and len(descriptions[-1]) + 1 + len(piece) <= EMBED_DESCRIPTION_LIMIT:
+                descriptions[-1] += "\n" + piece
+            else:
+                descriptions.append(piece)
+    embeds = []
+    for i, d in enumerate(descriptions, start=1):
+        title = messages.SOURCES + (f" ({i}/{len(descriptions)})" if len(descriptions) > 1 else "")
+        embeds.append(discord.Embed(title=title, description=d, colour=SOURCES_COLOUR))
+    target = out[-1]
+    for e in embeds:
+        used = sum(_embed_size(x) for x in target.embeds)
+        if len(target.embeds) >= EMBEDS_PER_MESSAGE or used + _embed_size(e) > EMBED_TOTAL_LIMIT:
+            target = DiscordMessage(content=None)
+            out.append(target)
+        target.embeds.append(e)
+    return out
+
+
+def problem_line(exc: BaseException) -> str:
+    if isinstance(exc, discord.Forbidden):
+        return messages.missing_permission("Discord", "Send Messages in Threads")
+    return failure_line(exc)
+
+
+def _is_thread(channel: Any) -> bool:
+    return isinstance(channel, discord.Thread)
+
+
+class DiscordBot(discord.Client):
+    """Owns the command tree; every answer goes through ``core``."""
+
+    def __init__(self, core: ChatCore, settings: DiscordSettings, **options: Any) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.message_content = settings.thread_replies  # privileged: replies without mention
+        super().__init__(
+            intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options
+        )
+        self.core, self.settings = core, settings
+        self.tree = app_commands.CommandTree(self)
+        self._tasks = Background("discord")
+        self._add_command()
+
+    async def setup_hook(self) -> None:
+        if self.settings.sync_commands:
+            synced = await self.tree.sync()
+            log.info("discord: registered %d application command(s)", len(synced))
+
+    async def drain(self) -> None:
+        """Wait for every answer in progress (tests, shutdown)."""
+        await self._tasks.drain()
+
+    def _example(self) -> str:
+        """How to ask, for help texts: the mention (``/ask`` shows its own options)."""
+        return f"@{self.user.name if self.user else 'repo-expert'}"
+
+    # -- the application command ------------------------------------------------------------
+    def _add_command(self) -> None:
+        bot = self
+
+        async def ask(
+            interaction: discord.Interaction, question: str, instance: str | None = None
+        ) -> None:
+            await bot.on_ask(interaction, question, instance)
+
+        async def complete(
+            interaction: discord.Interaction, current: str
+        ) -> list[app_commands.Choice[str]]:
+            place = bot._place(interaction.guild_id, interaction.channel, interaction.channel_id)
+            names = [n for n in bot.core.access.allowed(place) if current.lower() in n.lower()]
+            return [app_commands.Choice(name=n, value=n) for n in names[:25]]
+
+        cmd: app_commands.Command[Any, Any, None] = app_commands.Command(
+            name=self.settings.command,
+            description="Ask about a code repository; the answer comes in a thread.",
+            callback=ask,
+        )
+        app_commands.describe(
+            question="Your question", instance="Which repository (default: this channel's)"
+        )(cmd)
+        cmd.autocomplete("instance")(complete)
+        self.tree.add_command(cmd)
+
+    def _place(self, guild_id: int | None, channel: Any, channel_id: int | None) -> Place:
+        """Threads count as their parent channel."""
+        cid = getattr(channel, "parent_id", None) if _is_thread(channel) else channel_id
+        return Place("discord", str(guild_id) if guild_id else None, str(cid))
+
+    async def on_ask(
+        self, interaction: discord.Interaction, question: str, instance: str | None
+    ) -> None:
+        place = self._place(interaction.guild_id, interaction.channel, interaction.channel_id)
+        reply = interaction.response
+        if not question.strip() or question.strip().lower() == "help":
+            allowed = self.core.access.allowed(place)
+            usage = messages.usage(allowed, self.core.access.default(place), self._example())
+            await reply.send_message(usage, ephemeral=True)
+            return
+        pick = self.core.access.pick(place, question, self._example(), named=instance or None)
+        if isinstance(pick, Refusal):
+            await reply.send_message(pick.message, ephemeral=True)
+            return
+        slot = self.core.limits.admit(f"discord:{interaction.user.id}")
+        if isinstance(slot, Refusal):
+            await reply.send_message(slot.message, ephemeral=True)
+            return
+        try:
+            asked = messages.asked(interaction.user.mention, pick.instance, pick.question, "**")
+            sent = await reply.send_message(asked)
+            if _is_thread(interaction.channel):
+                thread: discord.abc.Messageable = interaction.channel  # type: ignore[assignment]
+            else:
+                message = sent.resource
+                if not isinstance(message, discord.InteractionMessage):
+                    message = await interaction.original_response()
+                thread = await message.create_thread(name=messages.thread_name(pick.question))
+        except discord.HTTPException as e:
+            slot.release()
+            log.warning("discord: /%s could not open a thread: %s", self.settings.command, e)
+            if reply.is_done():
+                line = messages.cannot_thread(e.text or str(e.status))
+                try:
+                    await interaction.followup.send(line, ephemeral=True)
+                except discord.HTTPException as e2:
+                    log.error("discord: could not tell %s why: %s", interaction.user.id, e2)
+            return
+        self._tasks.spawn(self._answer(thread, place, pick, str(interaction.user.id), slot))
+
+    # -- mentions and follow-ups -------------------------------------------------------------
+    def _mentions_me(self, message: discord.Message) -> bool:
+        return self.user is not None and any(u.id == self.user.id for u in message.mentions)
+
+    def _question(self, message: discord.Message) -> str:
+        assert self.user is not None
+        return re.sub(rf"<@!?{self.user.id}>", " ", message.content).strip()
+
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or self.user is None or message.guild is None:
+            return
+        mentioned = self._mentions_me(message)
+        channel: Any = message.channel
+        if _is_thread(channel) or isinstance(channel, discord.PartialMessageable):
+            key = str(channel.id)
+            current = await self.core.thread_instance("discord", key)
+            wanted = mentioned or (current is not None and self.settings.thread_replies)
+            if not wanted:
+                return
+            if isinstance(channel, discord.PartialMessageable):  # not cached: ask Discord
+                channel = await self.fetch_channel(channel.id)
+            if _is_thread(channel):
+                await self._in_thread(message, channel, current)
+                return
+        if mentioned:
+            await self._new_thread(message, channel)
+
+    async def _admit(
+        self, message: discord.Message, place: Place, current: str | None
+    ) -> tuple[Pick, Slot] | None:
+        text = self._question(message)
+        access = self.core.access
+        if not text or text.lower() == "help":
+            usage = messages.usage(access.allowed(place), access.default(place), self._example())
+            await message.reply(usage)
+            return None
+        pick = access.pick(place, text, self._example(), current=current)
+        if isinstance(pick, Refusal):
+            await message.reply(pick.message)
+            return None
+        slot = self.core.limits.admit(f"discord:{message.author.id}")
+        if isinstance(slot, Refusal):
+            await message.reply(slot.message)
+            return None
+        return pick, slot
+
+    async def _in_thread(
+        self, message: discord.Message, thread: discord.Thread, current: str | None
+    ) -> None:
+        place = self._place(message.guild.id if message.guild else None, thread, thread.id)
+        admitted = await self._admit(message, place, current)
+        if admitted:
+            pick, slot = admitted
+            self._tasks.spawn(self._answer(thread, place, pick, str(message.author.id), slot))
+
+    async def _new_thread(self, message: discord.Message, channel: Any) -> None:
+        place = self._place(message.guild.id if message.guild else None, channel, channel.id)
+        admitted = await self._admit(message, place, None)
+        if not admitted:
+            return
+        pick, slot = admitted
+        try:
+            thread = await message.create_thread(name=messages.thread_name(pick.question))
+        except discord.HTTPException as e:
+            slot.release()
+            log.warning("discord: cannot open a thread in %s: %s", channel.id, e)
+            try:
+                await message.reply(messages.cannot_thread(e.text or str(e.status)))
+            except discord.HTTPException as e2:
+                log.error("discord: could not tell %s why not either: %s", message.author.id, e2)
+            return
+        self._tasks.spawn(self._answer(thread, place, pick, str(message.author.id), slot))
+
+    async def _answer(
+        self, thread: discord.abc.Messageable, place: Place, pick: Pick, user: str, slot: Slot
+    ) -> None:
+        key = str(getattr(thread, "id", ""))
+        try:
+            async with thread.typing():
+                reply = await self.core.ask(place, key, pick, user)
+            for m in answer_messages(reply.answer):
+                await thread.send(content=m.content, embeds=m.embeds)
+        except Exception as e:
+            log.exception("discord: answering in thread %s failed", key)
+            try:
+                await thread.send(problem_line(e))
+            except discord.HTTPException as e2:
+                log.error("discord: could not report the failure in %s: %s", key, e2)
+        finally:
+            slot.release()

@@ -1,0 +1,142 @@
+"""``repo-expert serve slack|discord|all``: check everything, then connect and answer.
+
+Before connecting it loads and validates every instance file (including the access rules: one
+default instance per channel) and checks that the environment holds the tokens the chosen
+platforms and modes need. Tokens are read from the environment only and never logged: errors
+name the variable, never its value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Mapping
+from typing import Literal
+
+import aiohttp
+import discord
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.conversations import ConversationStore
+from core.errors import ConfigError, RepoExpertError
+from core.service import RepoExpert
+
+from .common import ChatCore
+from .discord import DiscordBot
+from .settings import ServeConfig, SlackSettings
+from .slack import SlackBot
+
+log = logging.getLogger(__name__)
+
+Which = Literal["slack", "discord", "all"]
+
+
+def slack_mode(s: SlackSettings, env: Mapping[str, str]) -> Literal["socket", "http"]:
+    if s.mode != "auto":
+        return s.mode
+    if not env.get("SLACK_APP_TOKEN") and env.get("SLACK_SIGNING_SECRET"):
+        return "http"
+    return "socket"
+
+
+def check_env(which: Which, config: ServeConfig, env: Mapping[str, str]) -> None:
+    """Every variable the chosen platforms need is set (names in the error, never values)."""
+    missing: list[str] = []
+    if which in ("slack", "all"):
+        if not env.get("SLACK_BOT_TOKEN"):
+            missing.append("SLACK_BOT_TOKEN (the bot token, xoxb-…)")
+        mode = slack_mode(config.slack, env)
+        if mode == "socket" and not env.get("SLACK_APP_TOKEN"):
+            missing.append(
+                "SLACK_APP_TOKEN (an app-level token, xapp-…, for Socket Mode) or "
+                "SLACK_SIGNING_SECRET (for HTTP mode)"
+            )
+        if mode == "http" and not env.get("SLACK_SIGNING_SECRET"):
+            missing.append("SLACK_SIGNING_SECRET (HTTP mode verifies every request with it)")
+        if mode == "socket" and env.get("SLACK_APP_TOKEN", "xapp-").split("-")[0] != "xapp":
+            raise ConfigError("SLACK_APP_TOKEN is not an app-level token (it starts with xapp-)")
+    if which in ("discord", "all") and not env.get("DISCORD_TOKEN"):
+        missing.append("DISCORD_TOKEN (the bot token of your Discord application)")
+    if missing:
+        raise ConfigError("missing environment variables:\n  " + "\n  ".join(missing))
+
+
+async def serve(
+    which: Which, app: RepoExpert, config: ServeConfig, env: Mapping[str, str] | None = None
+) -> None:
+    env = os.environ if env is None else env
+    instances = app.load_instances()
+    if not instances:
+        raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
+    check_env(which, config, env)
+    store = await ConversationStore.open(config.database_path(app.settings.data_dir))
+    try:
+        core = ChatCore(app, store, config, instances)
+        cold = [n for n in instances if not app.has_index(n)]
+        if cold:
+            log.warning("not indexed yet (the first question builds it): %s", ", ".join(cold))
+        runs: list[Awaitable[None]] = []
+        if which in ("slack", "all"):
+            runs.append(run_slack(core, config.slack, env))
+        if which in ("discord", "all"):
+            runs.append(run_discord(core, config, env))
+        await asyncio.gather(*runs)
+    finally:
+        await store.close()
+
+
+async def run_slack(
+    core: ChatCore, s: SlackSettings, env: Mapping[str, str], client: AsyncWebClient | None = None
+) -> None:
+    """Until cancelled. ``client``: the Web API client (default: slack.com with the bot token)."""
+    mode = slack_mode(s, env)
+    token, secret = env["SLACK_BOT_TOKEN"], env.get("SLACK_SIGNING_SECRET")
+    bot = SlackBot.create(core, s, token, secret, client=client)
+    try:
+        who = await bot.client.auth_test()
+    except SlackApiError as e:
+        raise ConfigError(f"Slack refused SLACK_BOT_TOKEN: {e.response.get('error')}") from None
+    except (aiohttp.ClientError, OSError) as e:
+        raise RepoExpertError(f"cannot reach Slack: {e}") from None
+    log.info("slack: signed in as %s in %s; %s mode", who.get("user"), who.get("team"), mode)
+    try:
+        if mode == "socket":
+            handler = AsyncSocketModeHandler(bot.app, env["SLACK_APP_TOKEN"])
+            try:
+                await handler.start_async()
+            finally:
+                await handler.close_async()
+        else:
+            port = s.port or int(env.get("PORT") or 3000)
+            runner = web.AppRunner(bot.app.web_app(path=s.path, port=port))
+            await runner.setup()
+            await web.TCPSite(runner, s.host, port).start()
+            log.info("slack: listening on http://%s:%d%s", s.host, port, s.path)
+            try:
+                await asyncio.Event().wait()
+            finally:
+                await runner.cleanup()
+    finally:
+        await bot.drain()
+
+
+async def run_discord(core: ChatCore, config: ServeConfig, env: Mapping[str, str]) -> None:
+    bot = DiscordBot(core, config.discord)
+    async with bot:
+        try:
+            await bot.start(env["DISCORD_TOKEN"])
+        except (aiohttp.ClientError, OSError) as e:
+            raise RepoExpertError(f"cannot reach Discord: {e}") from None
+        except discord.LoginFailure:
+            raise ConfigError("Discord refused DISCORD_TOKEN") from None
+        except discord.PrivilegedIntentsRequired:
+            raise ConfigError(
+                "Discord refused the Message Content intent: enable it for the bot in the "
+                "Developer Portal, or set discord.thread_replies: false in the serve settings"
+            ) from None
+        finally:
+            await bot.drain()

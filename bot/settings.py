@@ -1,0 +1,87 @@
+"""Process-wide settings of the chat bots (``repo-expert serve``).
+
+Optional: without a file every default below applies. The file is YAML, given with
+``serve --config FILE`` or ``REPO_EXPERT_SERVE_CONFIG``; ``${VAR}`` reads the environment, as in
+instance files. Which instance may answer where is per instance (``access:``), not here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.config import load_settings_file
+from core.conversations import default_path
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SlackSettings(_Model):
+    command: str = Field(default="/repo", description="The slash command, as set in the app.")
+    mode: Literal["auto", "socket", "http"] = Field(
+        default="auto",
+        description="socket: Socket Mode (needs SLACK_APP_TOKEN, no public URL); http: Events "
+        "over HTTP (needs SLACK_SIGNING_SECRET); auto: socket if SLACK_APP_TOKEN is set.",
+    )
+    host: str = Field(default="0.0.0.0", description="HTTP mode: address to listen on.")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="HTTP mode: port; default $PORT or 3000."
+    )
+    path: str = Field(default="/slack/events", description="HTTP mode: request URL path.")
+    thread_replies: bool = Field(
+        default=False,
+        description="Answer every reply in a thread the bot answered, not only replies that "
+        "mention it (needs the message.channels/message.groups events).",
+    )
+
+    @field_validator("command")
+    @classmethod
+    def _slash(cls, v: str) -> str:
+        if not v.startswith("/") or " " in v:
+            raise ValueError("a slash command starts with '/' and has no spaces, e.g. /repo")
+        return v
+
+
+class DiscordSettings(_Model):
+    command: str = Field(default="ask", description="Name of the application (slash) command.")
+    thread_replies: bool = Field(
+        default=True,
+        description="Answer every message in a thread the bot answered (needs the Message "
+        "Content intent); false: only messages that mention it.",
+    )
+    sync_commands: bool = Field(
+        default=True, description="Register the slash command with Discord at startup."
+    )
+
+
+class ServeConfig(_Model):
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    rate_limit: int = Field(
+        default=5, ge=1, description="Questions one person may ask per rate_window seconds."
+    )
+    rate_window: float = Field(default=60.0, gt=0, description="Rate-limit window in seconds.")
+    max_concurrent: int = Field(
+        default=4, ge=1, description="Answers worked on at once; more get a polite 'busy'."
+    )
+    history_turns: int = Field(
+        default=6, ge=0, le=50, description="Earlier turns of a thread given with a follow-up."
+    )
+    database: str | None = Field(
+        default=None, description="Threads and feedback SQLite file; default {data}/conversations."
+        "sqlite.",
+    )  # fmt: skip
+
+    def database_path(self, data_dir: Path) -> Path:
+        return Path(self.database) if self.database else default_path(data_dir)
+
+
+def load_serve_config(file: str | None = None) -> ServeConfig:
+    """The settings file named by ``file`` or ``REPO_EXPERT_SERVE_CONFIG``; else defaults."""
+    name = file or os.environ.get("REPO_EXPERT_SERVE_CONFIG")
+    return load_settings_file(Path(name), ServeConfig) if name else ServeConfig()

@@ -1,0 +1,249 @@
+"""The Slack face: a Bolt (async) app over :class:`~bot.common.ChatCore`.
+
+* ``/repo [instance] question`` — acked at once (Slack allows 3 s); the work runs in a task:
+  "<@user> asked …" is posted in the channel and answered in its thread.
+* ``@repo-expert question`` — answered in the mention's thread; a mention inside a thread the bot
+  answered (or any reply there, with ``thread_replies``) is a follow-up with the thread's turns.
+* While working: an 👀 reaction on a mention and a "Searching …" message in the thread, which the
+  answer replaces (``chat.update``). On failure that message becomes one line saying so.
+* 👍/👎 buttons record feedback. Refusals (access, rate limit, busy, help) are ephemeral.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from core.conversations import Verdict
+
+from . import messages
+from .common import Background, ChatCore, Pick, Place, Refusal, Slot, failure_line
+from .settings import SlackSettings
+from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text
+
+log = logging.getLogger(__name__)
+
+WORKING_REACTION = "eyes"
+_CANNOT_POST = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action"}
+
+
+def thread_key(place: Place, thread_ts: str) -> str:
+    """A Slack thread in the conversations store: ``team:channel:thread_ts``."""
+    return f"{place.space}:{place.channel}:{thread_ts}"
+
+
+def problem_line(exc: BaseException) -> str:
+    """One line for the asker about what went wrong (Slack API errors named, scopes included)."""
+    if isinstance(exc, SlackApiError):
+        error = str(exc.response.get("error", "error"))
+        if error == "missing_scope":
+            return messages.missing_permission("Slack", str(exc.response.get("needed", "?")))
+        if error in _CANNOT_POST:
+            return messages.cannot_post(error)
+    return failure_line(exc)
+
+
+class SlackBot:
+    """Registers the listeners on ``app``; answers through ``core``."""
+
+    def __init__(self, core: ChatCore, settings: SlackSettings, app: AsyncApp) -> None:
+        self.core, self.settings, self.app = core, settings, app
+        self.client: AsyncWebClient = app.client
+        self._tasks = Background("slack")
+        app.command(settings.command)(self.on_command)
+        app.event("app_mention")(self.on_mention)
+        app.event("message")(self.on_message)
+        app.action(FEEDBACK_UP)(self.on_feedback)
+        app.action(FEEDBACK_DOWN)(self.on_feedback)
+        app.error(self.on_error)
+
+    @classmethod
+    def create(
+        cls,
+        core: ChatCore,
+        settings: SlackSettings,
+        token: str,
+        signing_secret: str | None,
+        client: AsyncWebClient | None = None,
+    ) -> SlackBot:
+        """The Bolt app; requests over HTTP must carry a valid signature (``signing_secret``);
+        Socket Mode requests come over the authenticated socket instead."""
+        app = AsyncApp(
+            client=client or AsyncWebClient(token=token),
+            signing_secret=signing_secret or "",
+            name="repo-expert",
+        )
+        return cls(core, settings, app)
+
+    async def drain(self) -> None:
+        """Wait for every answer in progress (tests, shutdown)."""
+        await self._tasks.drain()
+
+    # -- listeners ----------------------------------------------------------------------------
+    async def on_command(
+        self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
+    ) -> None:
+        place = Place("slack", command.get("team_id"), command["channel_id"])
+        user = command["user_id"]
+        text = clean_text(command.get("text", ""), None)
+        if text.lower() in ("", "help"):
+            await ack(text=self._usage(place), response_type="ephemeral")
+            return
+        pick = self.core.access.pick(place, text, self.settings.command)
+        if isinstance(pick, Refusal):
+            await ack(text=pick.message, response_type="ephemeral")
+            return
+        slot = self.core.limits.admit(f"slack:{place.space}:{user}")
+        if isinstance(slot, Refusal):
+            await ack(text=slot.message, response_type="ephemeral")
+            return
+        await ack()
+        self._tasks.spawn(self._run_command(place, pick, user, respond, slot))
+
+    async def on_mention(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        self._tasks.spawn(self._run_message(event, context, mentioned=True))
+
+    async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        """Thread replies without a mention (``thread_replies``); mentions come as app_mention."""
+        thread_ts = event.get("thread_ts")
+        if (
+            not self.settings.thread_replies
+            or event.get("subtype")
+            or event.get("bot_id")
+            or not thread_ts
+            or thread_ts == event.get("ts")
+            or f"<@{context.bot_user_id}>" in event.get("text", "")
+        ):
+            return
+        self._tasks.spawn(self._run_message(event, context, mentioned=False))
+
+    async def on_feedback(
+        self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]
+    ) -> None:
+        await ack()
+        verdict: Verdict = "up" if action["action_id"] == FEEDBACK_UP else "down"
+        user = body["user"]["id"]
+        record = await self.core.feedback("slack", int(action["value"]), user, verdict)
+        text = messages.feedback_thanks(verdict) if record else messages.feedback_unknown()
+        channel = body.get("channel", {}).get("id")
+        if channel:
+            await self.client.chat_postEphemeral(
+                channel=channel, user=user, text=text,
+                thread_ts=body.get("message", {}).get("thread_ts"),
+            )  # fmt: skip
+
+    async def on_error(self, error: Exception, body: dict[str, Any]) -> None:
+        log.error("slack: unhandled error in a listener (%s)", body.get("type"), exc_info=error)
+
+    # -- the work -----------------------------------------------------------------------------
+    def _usage(self, place: Place) -> str:
+        allowed = self.core.access.allowed(place)
+        return messages.usage(allowed, self.core.access.default(place), self.settings.command)
+
+    async def _run_command(
+        self, place: Place, pick: Pick, user: str, respond: AsyncRespond, slot: Slot
+    ) -> None:
+        try:
+            try:
+                root = await self.client.chat_postMessage(
+                    channel=place.channel,
+                    text=messages.asked(f"<@{user}>", pick.instance, pick.question),
+                    unfurl_links=False, unfurl_media=False,
+                )  # fmt: skip
+            except SlackApiError as e:
+                log.warning("slack: cannot post in %s: %s", place.channel, e.response.get("error"))
+                await respond(text=problem_line(e), response_type="ephemeral")
+                return
+            await self._answer(place, str(root["ts"]), pick, user)
+        finally:
+            slot.release()
+
+    async def _run_message(
+        self, event: dict[str, Any], context: AsyncBoltContext, mentioned: bool
+    ) -> None:
+        channel, ts, user = event["channel"], event["ts"], event.get("user", "")
+        place = Place("slack", event.get("team") or context.team_id, channel)
+        thread_ts = event.get("thread_ts") or ts
+        key = thread_key(place, thread_ts)
+        current = await self.core.thread_instance("slack", key) if "thread_ts" in event else None
+        if not mentioned and current is None:
+            return  # a reply in a thread the bot never answered
+        text = clean_text(event.get("text", ""), context.bot_user_id)
+        if text.lower() in ("", "help"):
+            await self._ephemeral(place, user, thread_ts, self._usage(place))
+            return
+        pick = self.core.access.pick(place, text, self.settings.command, current=current)
+        if isinstance(pick, Refusal):
+            await self._ephemeral(place, user, thread_ts, pick.message)
+            return
+        slot = self.core.limits.admit(f"slack:{place.space}:{user}")
+        if isinstance(slot, Refusal):
+            await self._ephemeral(place, user, thread_ts, slot.message)
+            return
+        try:
+            reacted = await self._react("reactions_add", channel, ts)
+            await self._answer(place, thread_ts, pick, user)
+            if reacted:
+                await self._react("reactions_remove", channel, ts)
+        finally:
+            slot.release()
+
+    async def _answer(self, place: Place, thread_ts: str, pick: Pick, user: str) -> None:
+        """Post "Searching …" in the thread, then replace it with the answer (continued in
+        further messages if long); on failure, with one line saying so."""
+        channel, status_ts = place.channel, None
+        try:
+            status = await self.client.chat_postMessage(
+                channel=channel, thread_ts=thread_ts, text=messages.searching(pick.instance)
+            )
+            status_ts = str(status["ts"])
+            reply = await self.core.ask(place, thread_key(place, thread_ts), pick, user)
+            parts = answer_messages(reply.answer, reply.turn_id)
+            first, rest = parts[0], parts[1:]
+            await self.client.chat_update(
+                channel=channel, ts=status_ts, text=first.text, blocks=first.blocks
+            )
+            for part in rest:
+                await self.client.chat_postMessage(
+                    channel=channel, thread_ts=thread_ts, text=part.text, blocks=part.blocks,
+                    unfurl_links=False, unfurl_media=False,
+                )  # fmt: skip
+        except Exception as e:
+            log.exception("slack: answering in %s (thread %s) failed", channel, thread_ts)
+            await self._report(channel, thread_ts, status_ts, problem_line(e))
+
+    async def _report(self, channel: str, thread_ts: str, status_ts: str | None, line: str) -> None:
+        try:
+            if status_ts:
+                await self.client.chat_update(channel=channel, ts=status_ts, text=line, blocks=[])
+            else:
+                await self.client.chat_postMessage(channel=channel, thread_ts=thread_ts, text=line)
+        except SlackApiError as e:
+            log.error(
+                "slack: could not tell %s about a failure (%s); they were told nothing: %s",
+                channel, e.response.get("error"), line,
+            )  # fmt: skip
+
+    async def _ephemeral(self, place: Place, user: str, thread_ts: str, text: str) -> None:
+        try:
+            await self.client.chat_postEphemeral(
+                channel=place.channel, user=user, text=text, thread_ts=thread_ts
+            )
+        except SlackApiError as e:
+            log.error("slack: could not reply to %s in %s: %s (%s)", user, place.channel, text,
+                      e.response.get("error"))  # fmt: skip
+
+    async def _react(self, method: str, channel: str, ts: str) -> bool:
+        """The working reaction is a nicety: without the scope the answer still comes."""
+        try:
+            await getattr(self.client, method)(channel=channel, timestamp=ts, name=WORKING_REACTION)
+            return True
+        except SlackApiError as e:
+            log.warning("slack: %s failed in %s: %s (needed: %s)", method, channel,
+                        e.response.get("error"), e.response.get("needed", "-"))  # fmt: skip
+            return False

@@ -1,0 +1,146 @@
+"""An :class:`~core.models.Answer` as Slack Block Kit messages, within Slack's limits.
+
+A message is the answer in ``section`` blocks (at most 3,000 characters of text each), an
+optional note, a numbered *Sources* list (each entry a permalink labelled ``path:lines`` or
+``#N``, then the title) and 👍/👎 buttons. A message holds at most 50 blocks; a longer answer
+continues in further messages of the thread, each marked "part i of n" — nothing is cut.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from core.models import Answer
+
+from . import messages
+from .common import source_label, split_text
+
+SECTION_TEXT_LIMIT = 3000
+BLOCKS_PER_MESSAGE = 50
+FALLBACK_CHARS = 300  # notification text; the blocks carry the content
+FEEDBACK_UP, FEEDBACK_DOWN = "feedback_up", "feedback_down"
+
+Block = dict[str, Any]
+
+
+@dataclass
+class SlackMessage:
+    text: str  # the notification/fallback text
+    blocks: list[Block]
+
+
+def escape(text: str) -> str:
+    """Slack mrkdwn control characters; everything else is shown as written."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+_LINK = re.compile(r"<(https?://[^|>]+)(?:\|([^>]*))?>")
+
+
+def clean_text(text: str, bot_user: str | None) -> str:
+    """What a person typed, from Slack's markup: the bot's mention removed, links unwrapped,
+    entities decoded."""
+    if bot_user:
+        text = text.replace(f"<@{bot_user}>", " ")
+    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    return re.sub(r"[ \t]+", " ", unescape(text)).strip()
+
+
+def _section(text: str) -> Block:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
+
+
+def _context(text: str) -> Block:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def _linked_markers(text: str, answer: Answer) -> str:
+    urls = {s.n: s.url for s in answer.sources if s.url}
+
+    def link(m: re.Match[str]) -> str:
+        url = urls.get(int(m.group(1)))
+        return f"<{url}|[{m.group(1)}]>" if url else m.group(0)
+
+    return re.sub(r"\[(\d{1,3})\]", link, text)
+
+
+def source_lines(answer: Answer) -> list[str]:
+    out = []
+    for s in answer.sources:
+        where, what = source_label(s)
+        label = f"<{s.url}|{escape(where)}>" if s.url else escape(where)
+        out.append(f"*[{s.n}]* {label}" + (f" {escape(what)}" if what else ""))
+    return out
+
+
+def _pack_lines(lines: list[str], limit: int) -> list[str]:
+    """Whole lines into texts of at most ``limit`` characters (a longer line is split)."""
+    out: list[str] = []
+    cur = ""
+    for line in lines:
+        for piece in split_text(line, limit) if len(line) > limit else [line]:
+            if cur and len(cur) + 1 + len(piece) > limit:
+                out.append(cur)
+                cur = ""
+            cur = f"{cur}\n{piece}" if cur else piece
+    if cur:
+        out.append(cur)
+    return out
+
+
+def feedback_block(turn_id: int) -> Block:
+    def button(label: str, action: str) -> dict[str, Any]:
+        return {
+            "type": "button",
+            "text": {"type": "plain_text", "text": label, "emoji": True},
+            "action_id": action,
+            "value": str(turn_id),
+        }
+
+    return {
+        "type": "actions",
+        "block_id": f"feedback-{turn_id}",
+        "elements": [
+            button(messages.FEEDBACK_UP, FEEDBACK_UP),
+            button(messages.FEEDBACK_DOWN, FEEDBACK_DOWN),
+        ],
+    }
+
+
+def answer_messages(
+    answer: Answer,
+    turn_id: int | None,
+    section_limit: int = SECTION_TEXT_LIMIT,
+    max_blocks: int = BLOCKS_PER_MESSAGE,
+) -> list[SlackMessage]:
+    """The answer as one or more messages for the thread, in order."""
+    body = _linked_markers(escape(answer.text), answer)
+    blocks = [_section(p) for p in split_text(body, section_limit)]
+    if answer.note:
+        blocks.append(_context(escape(answer.note)))
+    if answer.sources:
+        blocks.append(_section(f"*{messages.SOURCES}*"))
+        blocks += [_section(t) for t in _pack_lines(source_lines(answer), section_limit)]
+    if turn_id is not None:
+        blocks.append(feedback_block(turn_id))
+    if len(blocks) <= max_blocks:
+        groups = [blocks]
+    else:
+        per = max_blocks - 1  # one block for "part i of n"
+        groups = [blocks[i : i + per] for i in range(0, len(blocks), per)]
+    fallback = answer.text
+    if len(fallback) > FALLBACK_CHARS:  # a notification preview; the blocks hold all of it
+        fallback = fallback[: FALLBACK_CHARS - 1] + "…"
+    out = []
+    for i, group in enumerate(groups, start=1):
+        if len(groups) > 1:
+            group = [*group, _context(messages.continued(i, len(groups)))]
+        text = fallback if i == 1 else messages.continued(i, len(groups))
+        out.append(SlackMessage(text=text, blocks=group))
+    return out

@@ -1,0 +1,226 @@
+"""Chat threads and feedback, in one SQLite file (``{data}/conversations.sqlite``).
+
+A *thread* is keyed by platform and a platform-specific key (Slack: ``team:channel:thread_ts``,
+Discord: the thread's channel id). Each answered question is a *turn*; a thread's earlier turns
+are the conversation a follow-up is answered with. Feedback (👍/👎) is recorded per turn and user
+(a second click replaces the first) and read back with the turn's instance, question, answer and
+sources by ``repo-expert feedback NAME``.
+
+The schema evolves by numbered migrations (``PRAGMA user_version`` counts those applied), each
+run in its own transaction. Several processes (``serve slack`` and ``serve discord``) may share
+the file: it is opened in WAL mode with a busy timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import aiosqlite
+
+from .errors import RepoExpertError
+from .models import Answer, Turn
+
+Verdict = Literal["up", "down"]
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    MIGRATIONS.append(fn)
+    return fn
+
+
+@migration
+async def m001_turns(db: aiosqlite.Connection) -> None:
+    await db.execute(
+        """CREATE TABLE turns (
+            id INTEGER PRIMARY KEY,
+            platform TEXT NOT NULL,
+            thread TEXT NOT NULL,
+            instance TEXT NOT NULL,
+            user TEXT NOT NULL,
+            question TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            sources TEXT NOT NULL,   -- JSON list of Source.to_json() without the chunk text
+            created REAL NOT NULL
+        )"""
+    )
+    await db.execute("CREATE INDEX turns_thread ON turns (platform, thread, id)")
+
+
+@migration
+async def m002_feedback(db: aiosqlite.Connection) -> None:
+    await db.execute(
+        """CREATE TABLE feedback (
+            id INTEGER PRIMARY KEY,
+            turn_id INTEGER NOT NULL REFERENCES turns (id),
+            user TEXT NOT NULL,
+            verdict TEXT NOT NULL CHECK (verdict IN ('up', 'down')),
+            created REAL NOT NULL,
+            UNIQUE (turn_id, user)
+        )"""
+    )
+
+
+def default_path(data_dir: Path) -> Path:
+    """Where the bots keep threads and feedback unless configured otherwise."""
+    return data_dir / "conversations.sqlite"
+
+
+@dataclass
+class FeedbackRecord:
+    """One person's verdict on one answer, with what was asked and answered."""
+
+    turn_id: int
+    platform: str
+    thread: str
+    instance: str
+    question: str
+    answer: str
+    sources: list[dict[str, Any]]
+    user: str
+    verdict: Verdict
+    created: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn_id, "platform": self.platform, "thread": self.thread,
+            "instance": self.instance, "question": self.question, "answer": self.answer,
+            "sources": self.sources, "user": self.user, "verdict": self.verdict,
+            "created": self.created,
+        }  # fmt: skip
+
+
+def _source_record(answer: Answer) -> str:
+    out = []
+    for s in answer.sources:
+        d = s.to_json()
+        d.pop("text", None)  # the index keeps the text; the record keeps where it points
+        out.append(d)
+    return json.dumps(out, ensure_ascii=False)
+
+
+class ConversationStore:
+    """Thread history and feedback. Open with :meth:`open`, close with :meth:`close`."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+
+    @classmethod
+    async def open(cls, path: Path) -> ConversationStore:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = await aiosqlite.connect(path)
+        try:
+            await db.execute("PRAGMA busy_timeout = 5000")
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await _migrate(db)
+        except BaseException:
+            await db.close()
+            raise
+        return cls(db, path)
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def add_turn(
+        self, platform: str, thread: str, instance: str, user: str, question: str, answer: Answer
+    ) -> int:
+        cur = await self._db.execute(
+            "INSERT INTO turns (platform, thread, instance, user, question, answer, sources, "
+            "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (platform, thread, instance, user, question, answer.text, _source_record(answer),
+             time.time()),
+        )  # fmt: skip
+        await self._db.commit()
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    async def history(self, platform: str, thread: str, limit: int = 6) -> list[Turn]:
+        """The thread's last ``limit`` turns, oldest first."""
+        cur = await self._db.execute(
+            "SELECT question, answer FROM turns WHERE platform = ? AND thread = ? "
+            "ORDER BY id DESC LIMIT ?",
+            (platform, thread, limit),
+        )
+        rows = list(await cur.fetchall())
+        return [Turn(question=q, answer=a) for q, a in reversed(rows)]
+
+    async def thread_instance(self, platform: str, thread: str) -> str | None:
+        """The instance of the thread's latest turn; None if the bot never answered there."""
+        cur = await self._db.execute(
+            "SELECT instance FROM turns WHERE platform = ? AND thread = ? ORDER BY id DESC LIMIT 1",
+            (platform, thread),
+        )
+        row = await cur.fetchone()
+        return str(row[0]) if row else None
+
+    async def record_feedback(
+        self, platform: str, turn_id: int, user: str, verdict: Verdict
+    ) -> FeedbackRecord | None:
+        """Record (or change) ``user``'s verdict on a turn; None if no such turn on ``platform``."""
+        cur = await self._db.execute(
+            "SELECT 1 FROM turns WHERE id = ? AND platform = ?", (turn_id, platform)
+        )
+        if await cur.fetchone() is None:
+            return None
+        await self._db.execute(
+            "INSERT INTO feedback (turn_id, user, verdict, created) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (turn_id, user) DO UPDATE SET verdict = excluded.verdict, "
+            "created = excluded.created",
+            (turn_id, user, verdict, time.time()),
+        )
+        await self._db.commit()
+        found = await self._feedback("f.turn_id = ? AND f.user = ?", (turn_id, user), 1)
+        return found[0]
+
+    async def feedback(self, instance: str, limit: int = 1000) -> list[FeedbackRecord]:
+        """Feedback on one instance's answers, newest first."""
+        return await self._feedback("t.instance = ?", (instance,), limit)
+
+    async def _feedback(
+        self, where: str, args: tuple[Any, ...], limit: int
+    ) -> list[FeedbackRecord]:
+        cur = await self._db.execute(
+            "SELECT t.id, t.platform, t.thread, t.instance, t.question, t.answer, t.sources, "
+            "f.user, f.verdict, f.created FROM feedback f JOIN turns t ON t.id = f.turn_id "
+            f"WHERE {where} ORDER BY f.created DESC, f.id DESC LIMIT ?",
+            (*args, limit),
+        )
+        out = []
+        for r in await cur.fetchall():
+            sources = json.loads(r[6])
+            out.append(FeedbackRecord(r[0], r[1], r[2], r[3], r[4], r[5], sources, *r[7:10]))
+        return out
+
+
+async def _migrate(db: aiosqlite.Connection) -> None:
+    cur = await db.execute("PRAGMA user_version")
+    row = await cur.fetchone()
+    done = int(row[0]) if row else 0
+    if done > len(MIGRATIONS):
+        raise RepoExpertError(
+            f"conversations database schema {done} is newer than this program knows "
+            f"({len(MIGRATIONS)}): upgrade repo-expert"
+        )
+    for n, step in enumerate(MIGRATIONS[done:], start=done + 1):
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated while we waited for the write lock.
+            cur = await db.execute("PRAGMA user_version")
+            row = await cur.fetchone()
+            if row and int(row[0]) >= n:
+                await db.rollback()
+                continue
+            await step(db)
+            await db.execute(f"PRAGMA user_version = {n}")
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
