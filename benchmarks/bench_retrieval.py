@@ -26,12 +26,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.answer import ExtractiveAnswerer  # noqa: E402
-from core.config import EmbeddingConfig  # noqa: E402
-from core.embed import embed_service  # noqa: E402
-from core.models import Chunk, Symbol  # noqa: E402
-from core.retrieve import Options, retrieve  # noqa: E402
-from core.store import BuildWriter, IndexReader  # noqa: E402
+from core.answer import ExtractiveAnswerer
+from core.config import EmbeddingConfig
+from core.embed import embed_service
+from core.models import Chunk, Symbol
+from core.retrieve import Options, retrieve
+from core.store import BuildWriter, IndexReader
 
 QUESTIONS = [
     "How do I configure the request timeout?",
@@ -87,7 +87,7 @@ async def build(data: Path, n: int, dim: int, seed: int = 0) -> Path:
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 async def main() -> None:

@@ -55,7 +55,8 @@ def main() -> int:
         "docs: {include: ['README.md']}\ncode: {include: ['**/*.py']}\n"
     )
     out = ROOT / "benchmarks" / "results" / "httpx"
-    base = [sys.executable, "-m", "core.cli", "--instances", str(inst), "--data", str(work / "data")]
+    data = str(work / "data")
+    base = [sys.executable, "-m", "core.cli", "--instances", str(inst), "--data", data]
     subprocess.run([*base, "index", "httpx"], check=True, cwd=ROOT)
     r = subprocess.run(
         [*base, "eval", "httpx", "--questions", str(ROOT / "tests/eval/httpx.yaml"),

@@ -85,15 +85,11 @@ async def compare(
     grep = await GrepBaseline.build(app, name)
     reports: dict[str, Report] = {}
     for system in SYSTEMS:
-        if system == "grep":
 
-            async def fn(q: str) -> Retrieval:
+        async def fn(q: str, mode: str = system) -> Retrieval:
+            if mode == "grep":
                 return grep.search(q, k)
-
-        else:
-
-            async def fn(q: str, mode: str = system) -> Retrieval:
-                return await app.retrieve(name, q, k=k, mode=mode)
+            return await app.retrieve(name, q, k=k, mode=mode)
 
         reports[system] = await run_eval(questions, fn, k, system=system)
     return reports

@@ -94,8 +94,9 @@ class SentenceTransformerEmbedder:
         self.passage_prefix = (
             passage_prefix if passage_prefix is not None else (E5_PASSAGE if is_e5 else "")
         )
-        get_dim = getattr(self._m, "get_embedding_dimension", None) or getattr(
-            self._m, "get_sentence_embedding_dimension"
+        get_dim = (
+            getattr(self._m, "get_embedding_dimension", None)
+            or self._m.get_sentence_embedding_dimension
         )
         dim = get_dim()
         self.dim = int(dim or 0)

@@ -30,7 +30,7 @@ STOP = frozenset(
 
 def parts(token: str) -> list[str]:
     """``parseConfig`` → [parse, config]; ``click.core.Option`` → [click, core, option]."""
-    out = []
+    out: list[str] = []
     for piece in _SPLIT.split(token):
         out.extend(p.lower() for p in _CAMEL.split(piece) if p)
     return out

@@ -159,7 +159,7 @@ async def _exact_rows(reader: IndexReader, route: Route) -> dict[Collection, dic
         for coll in ("code", "docs"):
             rows = await reader.rows_where(coll, "path=? OR path LIKE ?", [path, f"%/{path}"])
             for row in rows[:3]:
-                out[coll].setdefault(row, f"file {path}")  # type: ignore[index]
+                out[coll].setdefault(row, f"file {path}")
     return out
 
 

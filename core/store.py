@@ -57,7 +57,7 @@ CREATE INDEX chunks_issue ON chunks(issue);
 CREATE TABLE symbols (
     name TEXT NOT NULL, qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    norm TEXT NOT NULL  -- the name's parts joined, lower case: parse_config, parseConfig → parseconfig
+    norm TEXT NOT NULL  -- parts joined, lower case: parse_config, parseConfig → parseconfig
 );
 CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_norm ON symbols(norm);
@@ -284,7 +284,7 @@ class BuildWriter:
                     c.commit,
                 )
                 for i, c in enumerate(chunks)
-            ],  # fmt: skip
+            ],
         )
         forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
         async with self.db.execute(
