@@ -181,5 +181,3 @@ def use_llm(sample: dict[str, Any], stub: StubLLMServer, provider: str, monkeypa
     f: Path = sample["tmp"] / "instances" / "widget.yaml"
     f.write_text(f.read_text() + f"llm: {json.dumps(llm)}\n")
     return sample["app"]
-
-

@@ -1,5 +1,4 @@
 import yaml
-
 Q = [
  # id, route, en, es, paths, issues
  ("tests-cmd","docs","How do I run the tests?","¿Cómo ejecuto las pruebas?",["README.md","scripts/test",".ci/run"],[]),
@@ -35,6 +34,18 @@ Q = [
  ("core-issue","issues","Which issue defined the end-to-end core and the eval question file format?","¿Qué incidencia definió el núcleo de extremo a extremo y el formato del archivo de preguntas de evaluación?",[],[2]),
  ("webhooks","issues","Was a GitHub webhook receiver for targeted syncs requested?","¿Se pidió un receptor de webhooks de GitHub para sincronizaciones dirigidas?",[],[6]),
  ("judge","issues","Which issue asks for a faithfulness judge in the eval?","¿Qué incidencia pide un juez de fidelidad en la evaluación?",[],[5]),
+ ("hop-7","issues","Where is the code for issue #7?","¿Dónde está el código de la incidencia #7?",["core/e5fast/__init__.py","core/e5fast/_encoder.py","core/e5fast/_tokenizer.py","core/e5fast/_format.py","core/embed.py"],[7]),
+ ("hop-4","issues","Which code implements issue #4?","¿Qué código implementa la incidencia #4?",["bot/slack.py","bot/discord.py","bot/common.py","bot/serve.py","core/conversations.py"],[4]),
+ ("hop-3","issues","Where is issue #3 implemented?","¿Dónde se implementa la incidencia #3?",["core/retrieve.py","core/route.py","core/lexical.py","core/compare.py"],[3]),
+ ("hop-5","issues","Where is the code that fixed issue #5?","¿Dónde está el código que resolvió la incidencia #5?",["core/llm.py","core/support.py","core/judge.py","core/prompt.py","core/answer.py"],[5]),
+ ("issue-6","issues","What is issue #6 about?","¿De qué trata la incidencia #6?",[],[6]),
+ ("tree-sitter-issue","issues","Is there an issue asking for tree-sitter symbol chunking?","¿Hay una incidencia que pida dividir el código por símbolos con tree-sitter?",[],[2]),
+ ("sym-allocate","code","What does `allocate` return?","¿Qué devuelve `allocate`?",["core/retrieve.py"],[]),
+ ("sym-finalize","code","What does finalize_citations do?","¿Qué hace finalize_citations?",["core/answer.py"],[]),
+ ("sym-commit","code","Where is BuildWriter.commit defined?","¿Dónde se define BuildWriter.commit?",["core/store.py"],[]),
+ ("sym-lexical","code","What does lexicalForm produce for parseConfig?","¿Qué produce lexicalForm para parseConfig?",["core/lexical.py"],[]),
+ ("sym-select","code","Which files does select_files skip?","¿Qué archivos omite select_files?",["core/sources/repo.py"],[]),
+ ("sym-analyse","code","What signals does analyse() detect in a question?","¿Qué señales detecta analyse() en una pregunta?",["core/route.py"],[]),
 ]
 out = []
 for qid, route, en, es, paths, issues in Q:
@@ -42,4 +53,4 @@ for qid, route, en, es, paths, issues in Q:
         out.append({"id": f"{qid}-{lang}", "lang": lang, "route": route, "question": text,
                     "gold": {"paths": paths, "issues": issues}})
 print(len(Q), len(out))
-open("tests/eval/self.yaml", "w").write("# Self eval: questions about this repository, English and Spanish versions of each.\n# Gold paths/issues checked by hand against the files they name.\n" + yaml.dump(out, Dumper=type("D",(yaml.SafeDumper,),{"ignore_aliases":lambda *a: True}), allow_unicode=True, sort_keys=False, width=100))
+open(__import__("pathlib").Path(__file__).with_name("self.yaml"), "w").write("# Self eval: questions about this repository, English and Spanish versions of each.\n# Gold paths/issues checked by hand against the files they name.\n" + yaml.dump(out, Dumper=type("D",(yaml.SafeDumper,),{"ignore_aliases":lambda *a: True}), allow_unicode=True, sort_keys=False, width=100))
