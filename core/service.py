@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 EmbedderFor = Callable[[Instance], EmbedService]
 
+# How long a replaced index reader stays open for the questions still running on it.
+RETIRE_GRACE_S = 300.0
+
 
 class RepoExpert:
     def __init__(
@@ -47,6 +50,8 @@ class RepoExpert:
         self._instances: dict[str, Instance] = {}
         self._readers: dict[str, IndexReader] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._open_locks: dict[str, asyncio.Lock] = {}
+        self._retired: list[tuple[float, IndexReader]] = []
 
     # -- instances ---------------------------------------------------------------------------
     def load_instances(self) -> dict[str, Instance]:
@@ -87,20 +92,36 @@ class RepoExpert:
         return current_build(self.settings.data_dir, name) is not None
 
     async def reader(self, name: str) -> IndexReader:
-        """The open reader of the live build, reopened when a new build has been swapped in."""
+        """The open reader of the live build, reopened when a new build has been swapped in.
+
+        The reader it replaces is retired, not closed: questions already running on it finish
+        there, and it is closed a grace period later (or by :meth:`close`)."""
         path = current_build(self.settings.data_dir, name)
         r = self._readers.get(name)
         if r is not None and r.path == path:
             return r
-        if path is None:
-            await self.index(name)
+        async with self._open_locks.setdefault(name, asyncio.Lock()):
             path = current_build(self.settings.data_dir, name)
-            assert path is not None
-        new = await IndexReader.open(path)
-        self._readers[name] = new
-        if r is not None:
-            await r.close()
-        return new
+            r = self._readers.get(name)
+            if r is not None and r.path == path:
+                return r  # another task opened it while we waited
+            if path is None:
+                await self.index(name)
+                path = current_build(self.settings.data_dir, name)
+                assert path is not None
+            new = await IndexReader.open(path)
+            self._readers[name] = new
+            now = time.monotonic()
+            if r is not None:
+                self._retired.append((now, r))
+            keep = []
+            for since, old in self._retired:
+                if now - since > RETIRE_GRACE_S:
+                    await old.close()
+                else:
+                    keep.append((since, old))
+            self._retired = keep
+            return new
 
     # -- asking ------------------------------------------------------------------------------
     async def retrieve(
@@ -149,6 +170,7 @@ class RepoExpert:
         return a
 
     async def close(self) -> None:
-        for r in self._readers.values():
+        for r in [*self._readers.values(), *(old for _, old in self._retired)]:
             await r.close()
         self._readers.clear()
+        self._retired.clear()

@@ -157,6 +157,9 @@ async def test_reader_follows_new_build(sample) -> None:
     await app.index("widget")
     r2 = await app.reader("widget")
     assert r2 is not r1 and r2.size("docs") == r1.size("docs") + 1
+    # A question still running on the old build finishes there: the old reader is retired,
+    # not closed under it.
+    assert len(await r1.all_chunks("docs")) == r1.size("docs")
     await app.close()
 
 
