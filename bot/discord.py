@@ -48,6 +48,8 @@ def _embed_size(e: discord.Embed) -> int:
 def answer_messages(answer: Answer) -> list[DiscordMessage]:
     """Text split at 2,000 characters, then the sources embed(s) on the last text message."""
     text = answer.text + (f"\n-# {answer.note}" if answer.note else "")
+    if answer.unsupported:
+        text += f"\n-# {messages.unsupported(answer.unsupported)}"
     out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
     lines = []
     for s in answer.sources:

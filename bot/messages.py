@@ -126,3 +126,10 @@ def continued(part: int, total: int) -> str:
 def thread_name(question: str) -> str:
     q = " ".join(question.split())
     return q if len(q) <= 90 else q[:89].rstrip() + "…"
+
+
+def unsupported(sentences: list[str]) -> str:
+    """The sentences the support check could not find in the sources they cite."""
+    shown = "; ".join(f"“{s[:120]}”" for s in sentences[:3])
+    more = f" (+{len(sentences) - 3} more)" if len(sentences) > 3 else ""
+    return f"⚠ Not supported by the sources they cite: {shown}{more}"

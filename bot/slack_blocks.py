@@ -124,6 +124,8 @@ def answer_messages(
     blocks = [_section(p) for p in split_text(body, section_limit)]
     if answer.note:
         blocks.append(_context(escape(answer.note)))
+    if answer.unsupported:
+        blocks.append(_context(escape(messages.unsupported(answer.unsupported))))
     if answer.sources:
         blocks.append(_section(f"*{messages.SOURCES}*"))
         blocks += [_section(t) for t in _pack_lines(source_lines(answer), section_limit)]

@@ -326,3 +326,17 @@ def test_cli_serve_without_tokens_names_what_is_missing(sample: dict[str, Any]) 
     )  # fmt: skip
     assert r.returncode == 2
     assert "missing environment variables" in r.stderr and "DISCORD_TOKEN" in r.stderr
+
+
+def test_unsupported_sentences_are_shown_on_both_platforms() -> None:
+    src = Source(collection="docs", title="Guide", url="https://x/README.md#L1", text="t",
+                 score=0.9, path="README.md", start_line=1, end_line=2, n=1)  # fmt: skip
+    a = Answer(text="The timeout is 30s [1].", sources=[src], unsupported=["The timeout is 30s."])
+    d = answer_messages(a)
+    assert "Not supported by the sources they cite" in d[0].content
+    assert "The timeout is 30s." in d[0].content.split("⚠", 1)[1]
+    blocks = slack_messages(a, turn_id=None)[0].blocks
+    texts = json.dumps(blocks, ensure_ascii=False)
+    assert "Not supported by the sources they cite" in texts
+    plain = Answer(text="The timeout is 30s [1].", sources=[src])
+    assert "Not supported" not in json.dumps(slack_messages(plain, turn_id=None)[0].blocks)
