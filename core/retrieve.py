@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .embed import EmbedService
+from .glossary import english_terms
 from .lexical import fts_query
 from .models import COLLECTIONS, Collection, Retrieval, Source
 from .route import Route, analyse
@@ -133,6 +134,8 @@ class Options:
     alpha: float = 0.02
     # Bonus for an exact hit: the definition of a named symbol, a named issue, a named file.
     exact_bonus: float = 0.15
+    # Expand Spanish software words with their English terms for the lexical side.
+    glossary: bool = True
     weights: dict[Collection, float] | None = None
     mode: Mode = "full"
     collections: tuple[Collection, ...] = COLLECTIONS
@@ -181,7 +184,8 @@ async def _candidates(
     collections: tuple[Collection, ...],
 ) -> tuple[dict[Collection, list[Candidate]], dict[str, Any]]:
     """Per collection: dense ∪ lexical ∪ exact candidates, each with one hybrid score."""
-    match = fts_query(" ".join([text, *route.identifiers, *route.paths]))
+    extra = english_terms(text) if opt.glossary else []
+    match = fts_query(" ".join([text, *route.identifiers, *route.paths, *extra]), max_terms=40)
     exact = await _exact_rows(reader, route) if opt.mode == "full" else {}
     lex: dict[Collection, list[tuple[int, float]]] = {}
     dense: dict[Collection, list[Candidate]] = {}

@@ -93,3 +93,13 @@ def test_issue_to_code_hop_detected() -> None:
     assert analyse("where is the bug from issue #42?").hop
     assert analyse("¿dónde está el código que arregla la incidencia #42?").hop
     assert not analyse("what is issue #42 about?").hop
+
+
+def test_spanish_software_words_get_english_terms_for_lexical_search() -> None:
+    from core.glossary import english_terms
+
+    assert english_terms("¿Cómo ejecuto las pruebas?") == ["run", "execute", "test", "tests"]
+    assert "timeout" in english_terms("¿Cuál es el tiempo de espera por defecto?")
+    assert english_terms("How do I run the tests?") == []
+    q = fts_query("¿Qué archivos omite select_files? " + " ".join(english_terms("archivos")))
+    assert q is not None and '"files"' in q and '"select"' in q
