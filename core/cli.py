@@ -126,10 +126,14 @@ async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[An
 
     reports = await compare.compare(app, args.name, questions, args.k)
     out = Path(args.report or app.settings.data_dir / args.name / "eval")
-    out.mkdir(parents=True, exist_ok=True)
     md = compare.markdown(reports, args.k)
-    (out / "compare.md").write_text(md)
-    compare.chart(reports, args.k, out / "compare.png")
+
+    def write() -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(md)
+        compare.chart(reports, args.k, out / "compare.png")
+
+    await asyncio.to_thread(write)
     if args.json:
         print(json.dumps(compare.to_json(reports), indent=2, ensure_ascii=False))
     else:

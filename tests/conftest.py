@@ -182,4 +182,3 @@ async def sample(tmp_path: Path, fake_embedder: FakeEmbedder) -> AsyncIterator[d
            "embedder": fake_embedder}  # fmt: skip
     await app.close()
     svc.close()
-
