@@ -184,7 +184,7 @@ def _code_quotes(body: str) -> list[str]:
     sig = next(
         (ln.strip() for ln in lines if re.match(r"\s*(async\s+)?(def|class|func|fn|function|"
          r"pub|public|private|static|export|interface|struct|impl|module)\b", ln)),
-        lines[0].strip() if lines else "",
+        None,
     )  # fmt: skip
     if sig:
         out.append(f"`{sig.rstrip(':{ ')}`")
@@ -199,6 +199,8 @@ def _code_quotes(body: str) -> list[str]:
         comment = " ".join(cl) if cl else None
     if comment:
         out.extend(u.text for u in prose_units(comment.strip().splitlines(), 1) if u.text.strip())
+    if not out and lines:  # module-level code with neither a definition nor a comment
+        out.append(f"`{lines[0].strip()}`")
     return out
 
 

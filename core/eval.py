@@ -2,12 +2,12 @@
 
 File format (YAML list)::
 
-    - id: slots-1
+    - id: timeout-1
       lang: en                 # any language tag
       route: docs              # docs | code | issues: where the answer lives
-      question: How are result slots shared between collections?
-      gold: {paths: [core/retrieve.py], issues: []}
-      answer_facts: [proportional to fit]
+      question: What is the default request timeout?
+      gold: {paths: [docs/config.md, src/client.py], issues: []}
+      answer_facts: [30 seconds]
 
 A retrieved source is a hit when its path is in ``gold.paths`` or its issue number is in
 ``gold.issues``. Reported: hit@1, hit@k and MRR (reciprocal rank of the first hit within k),
