@@ -55,7 +55,7 @@ _ISSUEQ = re.compile(
     r"problem)|was\s+(?:it|this)\s+(?:fixed|reported)|(?:bug|issue)\s+report|regression|"
     r"which\s+(?:issue|pr|pull\s+request)|reported|hay\s+(?:una?\s+)?(?:incidencia|issue|error|"
     r"bug|problema)|qu[ée]\s+incidencia|se\s+(?:arregl|corrigi|report|pidi)\w*|"
-    r"error\s+conocido|fue\s+(?:arreglado|corregido))",
+    r"error\s+conocido|fue\s+(?:arreglado|corregido))\b",
     re.IGNORECASE,
 )
 _WHERE_BUG = re.compile(

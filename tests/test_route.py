@@ -103,3 +103,9 @@ def test_spanish_software_words_get_english_terms_for_lexical_search() -> None:
     assert english_terms("How do I run the tests?") == []
     q = fts_query("¿Qué archivos omite select_files? " + " ".join(english_terms("archivos")))
     assert q is not None and '"files"' in q and '"select"' in q
+
+
+def test_kind_keywords_match_whole_words() -> None:
+    # "Which programming …" is not "which PR"; "reportedly" is not "reported".
+    assert analyse("Which programming languages are chunked by symbol?").kind != "issues"
+    assert analyse("Which PR changed the parser?").kind == "issues"
