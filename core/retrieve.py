@@ -291,10 +291,12 @@ async def _issue_hop(
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
     t = time.perf_counter()
-    q2 = await embedder.embed_query(issue_text[:1500])
+    # The title and the opening of the body say what the issue is about; a query of ~150
+    # tokens embeds in a fraction of the time of the whole thread.
+    q2 = await embedder.embed_query(issue_text[:600])
     timings["embed_hop_query"] = (time.perf_counter() - t) * 1000
     code_hits, _ = await _candidates(
-        reader, q2, issue_text[:1500], sub, Options(**{**opt.__dict__, "mode": "full"}),
+        reader, q2, issue_text[:600], sub, Options(**{**opt.__dict__, "mode": "full"}),
         ("code", "docs"),
     )  # fmt: skip
     first = [Candidate("issues", r, 1.0, 1.0) for r in issue_rows[:1]]

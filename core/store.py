@@ -208,15 +208,15 @@ class IndexReader:
         return out
 
     async def symbols(self, name: str) -> list[Symbol]:
-        """Definitions named ``name``: exact name or qualified name first, then any spelling
-        (``parseConfig`` finds ``parse_config``), then methods ``X.name``."""
+        """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
+        finds methods), or by any spelling (``parseConfig`` finds ``parse_config``). Indexed
+        lookups only: this runs for every identifier a question names."""
         sql = (
             "SELECT name, qualname, kind, path, start_line, end_line FROM symbols "
-            "WHERE name=? OR qualname=? OR norm=? OR qualname LIKE ? ESCAPE '\\' "
+            "WHERE qualname=? OR name=? OR norm=? "
             "ORDER BY (qualname=?) DESC, (name=?) DESC, path, start_line LIMIT 20"
         )
-        like = "%." + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        args = [name, name, _norm(name), like, name, name]
+        args = [name, name, _norm(name), name, name]
         async with self.db.execute(sql, args) as cur:
             return [Symbol(*r) async for r in cur]
 
