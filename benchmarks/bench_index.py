@@ -17,7 +17,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +80,9 @@ async def main() -> None:
     ap.add_argument("--backend", default="auto")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-index-"))
-    print("| tree | files | chunks | full s | chunks/s | tokens/s (embed) | incremental s | ratio |")
+    print(
+        "| tree | files | chunks | full s | chunks/s | tokens/s (embed) | incremental s | ratio |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name in args.trees:
         print(await bench(name, args.backend, work), flush=True)

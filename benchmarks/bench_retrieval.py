@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import statistics
 import sys
@@ -94,6 +95,7 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
     ap.add_argument("--queries", type=int, default=40)
+    ap.add_argument("--json", help="also write the results to this JSON file")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
     svc = embed_service(EmbeddingConfig(), tmp)
@@ -142,6 +144,17 @@ async def main() -> None:
         ra = statistics.median(results[a][0])
         rb = statistics.median(results[b][0])
         print(f"ratio retrieve p50 {b}/{a}: {rb / ra:.2f}x for {b / a:.0f}x the chunks")
+    if args.json:
+        out = {
+            str(n): {"retrieve_p50": statistics.median(r), "retrieve_p95": pct(r, 95),
+                     "ask_p50": statistics.median(a), "ask_p95": pct(a, 95),
+                     "query_embed_p50": statistics.median(e),
+                     "asks_per_s": {str(c): q for c, q in conc.items()}}
+            for n, (r, a, e, conc, _) in results.items()
+        }  # fmt: skip
+        await asyncio.to_thread(
+            Path(args.json).write_text, json.dumps({"embedder": name, "sizes": out}, indent=2)
+        )
     svc.close()
 
 
