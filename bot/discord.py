@@ -54,7 +54,8 @@ def answer_messages(answer: Answer) -> list[DiscordMessage]:
     lines = []
     for s in answer.sources:
         where, what = source_label(s)
-        label = f"[{discord.utils.escape_markdown(where)}]({s.url})" if s.url else where
+        web = s.url.startswith(("http://", "https://"))
+        label = f"[{discord.utils.escape_markdown(where)}]({s.url})" if web else where
         lines.append(f"**[{s.n}]** {label} {discord.utils.escape_markdown(what)}".rstrip())
     descriptions: list[str] = []
     for line in lines:
@@ -185,6 +186,14 @@ class DiscordBot(discord.Client):
                     await interaction.followup.send(line, ephemeral=True)
                 except discord.HTTPException as e2:
                     log.error("discord: could not tell %s why: %s", interaction.user.id, e2)
+            return
+        except Exception as e:
+            # Anything else (e.g. no guild to open a thread in): the slot must not leak, or the
+            # bot ends up "busy" for everyone.
+            slot.release()
+            log.exception("discord: /%s failed before answering", self.settings.command)
+            if not reply.is_done():
+                await reply.send_message(failure_line(e), ephemeral=True)
             return
         self._tasks.spawn(self._answer(thread, place, pick, str(interaction.user.id), slot))
 

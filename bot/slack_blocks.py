@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.models import Answer
+from core.models import MARKER, Answer
 
 from . import messages
 from .common import source_label, split_text
@@ -61,20 +61,22 @@ def _context(text: str) -> Block:
 
 
 def _linked_markers(text: str, answer: Answer) -> str:
-    urls = {s.n: s.url for s in answer.sources if s.url}
+    # Only web URLs become links: without a web_url a permalink is a bare "path#L3-L9".
+    urls = {s.n: s.url for s in answer.sources if s.url.startswith(("http://", "https://"))}
 
     def link(m: re.Match[str]) -> str:
         url = urls.get(int(m.group(1)))
         return f"<{url}|[{m.group(1)}]>" if url else m.group(0)
 
-    return re.sub(r"\[(\d{1,3})\]", link, text)
+    return MARKER.sub(link, text)
 
 
 def source_lines(answer: Answer) -> list[str]:
     out = []
     for s in answer.sources:
         where, what = source_label(s)
-        label = f"<{s.url}|{escape(where)}>" if s.url else escape(where)
+        web = s.url.startswith(("http://", "https://"))
+        label = f"<{s.url}|{escape(where)}>" if web else escape(where)
         out.append(f"*[{s.n}]* {label}" + (f" {escape(what)}" if what else ""))
     return out
 

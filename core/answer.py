@@ -21,10 +21,12 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from .chunking.text import prose_units
-from .models import Answer, Retrieval, Source, Turn
+from .lexical import STOP, parts
+from .models import MARKER, Answer, Retrieval, Source, Turn
 from .prompt import detect_language, resolve_followup
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
+# Code spans and fences: a "[0]" there is an index, not a citation.
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
 @dataclass
@@ -50,7 +52,14 @@ def finalize_citations(
             order.append(i)
         return f"[{order.index(i) + 1}]"
 
-    new_text = _MARKER.sub(visit, text)
+    pieces = []
+    last = 0
+    for m in _CODE.finditer(text):
+        pieces.append(MARKER.sub(visit, text[last : m.start()]))
+        pieces.append(m.group(0))
+        last = m.end()
+    pieces.append(MARKER.sub(visit, text[last:]))
+    new_text = "".join(pieces)
     new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
     new_text = re.sub(r"[ \t]+([.,;:])", r"\1", new_text).strip()
     kept = []
@@ -133,27 +142,17 @@ class Answerer(Protocol):
     ) -> Answer: ...
 
 
-_STOP = set(
-    """a an the and or of to in on for with by at from is are was were be been being it its this
-    that these those what which who whom whose how why where when do does did can could should
-    would will shall may might must i you we they he she me my our your their there here as if
-    then than so not no yes into about over under between via using use used get set
-    el la los las un una unos unas y o de del al en con por para que qué cómo como cuál cuales
-    cuáles dónde donde cuándo es son está están ser se su sus lo le les me mi mis tu tus este
-    esta estos estas ese esa hay hace hacer puedo puede""".split()
-)  # fmt: skip
 _WORD = re.compile(r"[A-Za-zÀ-ÿ_][A-Za-zÀ-ÿ0-9_]*")
 
 
 def terms(text: str) -> list[str]:
     """Lower-cased words, identifiers split too (``parse_config``/``parseConfig`` → parse, config),
-    stop words removed, crude plural folding."""
+    stop words removed, crude plural folding. Splitting and stop words are lexical search's."""
     out: list[str] = []
     for w in _WORD.findall(text):
-        parts = [w, *re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", w)]
-        for p in parts:
-            p = p.lower()
-            if len(p) < 2 or p in _STOP:
+        ps = parts(w)
+        for p in [w.lower(), *ps] if len(ps) > 1 else [w.lower()]:
+            if len(p) < 2 or p in STOP:
                 continue
             if len(p) > 4 and p.endswith("s") and not p.endswith("ss"):
                 p = p[:-1]
@@ -166,8 +165,8 @@ def _sentences(src: Source) -> list[str]:
     if src.collection == "code":
         return _code_quotes(body)
     lines = body.splitlines()
-    if src.collection == "issues" and lines:
-        lines = lines[1:]  # "Issue · state · labels" line
+    if src.collection == "issues" and lines and re.match(r"(Issue|PR) · ", lines[0]):
+        lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
     out = []
     for u in prose_units(lines, 1):
         t = u.text.strip()
@@ -204,12 +203,19 @@ def _code_quotes(body: str) -> list[str]:
     return out
 
 
-def _clip(s: str, n: int = 320) -> str:
+def clip(s: str, n: int = 320) -> str:
+    """One line of at most ``n`` characters, cut at a word boundary with an ellipsis."""
     s = " ".join(s.split())
     if len(s) <= n:
         return s
     cut = s[:n].rsplit(" ", 1)[0]
     return cut + " …"
+
+
+def quote(s: str, n: int = 320) -> str:
+    """Source text to quote in an answer: clipped, and any "[3]" of its own turned into "［3］"
+    so that it is never taken for one of our citation markers."""
+    return MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
 
 
 class ExtractiveAnswerer:
@@ -272,9 +278,9 @@ class ExtractiveAnswerer:
                 min(scored, key=lambda x: x[1])
             ]
             best.sort(key=lambda x: x[1])  # in the source's own order
-            quote = " ".join(_clip(s) for _, _, s in best)
+            quoted = " ".join(quote(s) for _, _, s in best)
             label = _label(src)
-            lines.append(f"• {label}: {quote} [{i + 1}]")
+            lines.append(f"• {label}: {quoted} [{i + 1}]")
             used += 1
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)

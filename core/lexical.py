@@ -22,6 +22,7 @@ STOP = frozenset(
     that these those what which who whom whose how why where when do does did can could should
     would will shall may might must i you we they he she me my our your their there here as if
     then than so not no yes into about over under between via get set there any some all
+    using use used
     el la los las un una unos unas y o de del al en con por para que qué cómo como cuál cuales
     cuáles dónde donde cuándo es son está están ser se su sus lo le les me mi mis tu tus este
     esta estos estas ese esa hay hace hacer puedo puede sobre entre""".split()

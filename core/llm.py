@@ -30,7 +30,14 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from .answer import Answerer, ExtractiveAnswerer, finalize_citations, mark_cited, no_answer
+from .answer import (
+    Answerer,
+    ExtractiveAnswerer,
+    clip,
+    finalize_citations,
+    mark_cited,
+    no_answer,
+)
 from .config import LLMConfig
 from .errors import ConfigError, RepoExpertError
 from .models import Answer, Retrieval, Turn
@@ -118,7 +125,7 @@ class _SDKChat:
         status = getattr(e, "status_code", None)
         if isinstance(status, int):
             msg = _server_message(getattr(e, "body", None)) or getattr(e, "message", "")
-            why = f"HTTP {status}" + (f": {_clip(str(msg))}" if msg else "")
+            why = f"HTTP {status}" + (f": {clip(str(msg), 160)}" if msg else "")
             if status in (401, 403):
                 why += " (check llm.api_key)"
             after = _retry_after(getattr(getattr(e, "response", None), "headers", None))
@@ -129,11 +136,6 @@ class _SDKChat:
             return False, "the reply is not in the expected format", None
         log.debug("%s: unexpected %s", self.label, name)
         return False, f"unexpected error ({name})", None
-
-
-def _clip(s: str, n: int = 160) -> str:
-    s = " ".join(s.split())
-    return s if len(s) <= n else s[:n] + "…"
 
 
 def _server_message(body: Any) -> str:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Collection = Literal["docs", "code", "issues"]
+
+# A citation marker: "[3]" cites sources[2]. The one definition every module uses.
+MARKER = re.compile(r"\[(\d{1,3})\]")
 COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
 
 

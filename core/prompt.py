@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from .models import Source, Turn
+from .models import MARKER, Source, Turn
 
 NO_ANSWER = "NO_ANSWER"
 CHARS_PER_TOKEN = 3.0
@@ -218,7 +218,7 @@ class Context:
     cut: list[int] = field(default_factory=list)  # numbers of sources shortened to fit
 
 
-_MARKERS = re.compile(r"\s*\[\d{1,3}\]")
+_MARKERS = re.compile(r"\s*" + MARKER.pattern)
 
 
 def _history(conversation: list[Turn] | None, budget: int) -> list[dict[str, str]]:

@@ -34,7 +34,7 @@ import numpy as np
 
 from .embed import EmbedService
 from .glossary import english_terms
-from .lexical import fts_query
+from .lexical import fts_query, parts
 from .models import COLLECTIONS, Collection, Retrieval, Source
 from .route import Route, analyse
 from .store import IndexReader
@@ -45,7 +45,6 @@ class Candidate:
     collection: Collection
     row: int
     score: float
-    rel: float = 0.0
 
 
 def allocate(
@@ -105,14 +104,9 @@ def select(
 ) -> tuple[list[Candidate], dict[Collection, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first."""
     slots = allocate({c: [h.score for h in hs] for c, hs in hits.items()}, k, floor, weights)
-    pool = [h.score for hs in hits.values() for h in hs]
-    lo, hi = (min(pool), max(pool)) if pool else (0.0, 1.0)
-    span = hi - lo
     chosen: list[Candidate] = []
     for c, hs in hits.items():
-        for h in sorted(hs, key=lambda h: -h.score)[: slots.get(c, 0)]:
-            h.rel = (h.score - lo) / span if span > 1e-9 else 1.0
-            chosen.append(h)
+        chosen.extend(sorted(hs, key=lambda h: -h.score)[: slots.get(c, 0)])
     chosen.sort(key=lambda h: -h.score)
     return chosen, slots
 
@@ -148,8 +142,23 @@ _CALLERS = re.compile(
 )
 
 
-async def _exact_rows(reader: IndexReader, route: Route) -> dict[Collection, dict[int, str]]:
-    """Chunks the question names outright, with why: issue, symbol definition, file path."""
+async def _callers(reader: IndexReader, ident: str, defs: set[int]) -> list[int]:
+    """Code chunks that call ``ident`` (``name(`` in their text), its definition excluded."""
+    name = ident.split(".")[-1]
+    joined = "".join(parts(name))
+    if not joined:
+        return []
+    rows = [r for r, _ in await reader.lexical("code", f'"{joined}"', 60) if r not in defs]
+    chunks = await reader.chunks_by_rows("code", rows)
+    call = re.compile(rf"(?<![\w.])(?:[\w.]+\.)?{re.escape(name)}\s*\(")
+    return [r for r in rows if r in chunks and call.search(chunks[r].text.split("\n", 1)[-1])]
+
+
+async def _exact_rows(
+    reader: IndexReader, route: Route, question: str
+) -> dict[Collection, dict[int, str]]:
+    """Chunks the question names outright, with why: issue, symbol definition, file path, and
+    for "who calls X?" the chunks that call X."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
         for row in (await reader.issue_rows(n))[:3]:
@@ -163,6 +172,11 @@ async def _exact_rows(reader: IndexReader, route: Route) -> dict[Collection, dic
             rows = await reader.rows_where(coll, "path=? OR path LIKE ?", [path, f"%/{path}"])
             for row in rows[:3]:
                 out[coll].setdefault(row, f"file {path}")
+    if route.identifiers and _CALLERS.search(question):
+        defs = set(out["code"])
+        for ident in route.identifiers[:2]:
+            for row in (await _callers(reader, ident, defs))[:8]:
+                out["code"].setdefault(row, f"calls {ident}")
     return out
 
 
@@ -172,7 +186,7 @@ def _rrf(lists: list[list[tuple[Collection, int]]], k: int, c: int = 60) -> list
         for rank, key in enumerate(lst):
             scores[key] = scores.get(key, 0.0) + 1.0 / (c + rank + 1)
     best = sorted(scores.items(), key=lambda kv: -kv[1])[:k]
-    return [Candidate(coll, row, sc, 1.0) for (coll, row), sc in best]
+    return [Candidate(coll, row, sc) for (coll, row), sc in best]
 
 
 async def _candidates(
@@ -186,7 +200,7 @@ async def _candidates(
     """Per collection: dense ∪ lexical ∪ exact candidates, each with one hybrid score."""
     extra = english_terms(text) if opt.glossary else []
     match = fts_query(" ".join([text, *route.identifiers, *route.paths, *extra]), max_terms=40)
-    exact = await _exact_rows(reader, route) if opt.mode == "full" else {}
+    exact = await _exact_rows(reader, route, text) if opt.mode == "full" else {}
     lex: dict[Collection, list[tuple[int, float]]] = {}
     dense: dict[Collection, list[Candidate]] = {}
     for c in collections:
@@ -241,9 +255,11 @@ async def retrieve(
     timings: dict[str, float] = {}
     t = time.perf_counter()
     route = route or analyse(question)
-    weights: dict[Collection, float] = {**route.weights, **(opt.weights or {})}
-    if opt.mode != "full":
-        weights = {c: (opt.weights or {}).get(c, 1.0) for c in COLLECTIONS}
+    static = opt.weights or {}
+    if opt.mode == "full":  # the configured weights multiply the route's
+        weights = {c: route.weights.get(c, 1.0) * static.get(c, 1.0) for c in COLLECTIONS}
+    else:
+        weights = {c: static.get(c, 1.0) for c in COLLECTIONS}
     q = await embedder.embed_query(question)
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
@@ -284,8 +300,10 @@ async def _issue_hop(
     issue_rows: list[int] = []
     for n in route.issues[:2]:
         issue_rows.extend((await reader.issue_rows(n))[:2])
+    static = opt.weights or {}
     if not issue_rows:  # no such issue indexed: answer the question as asked
-        return select(hits, opt.k, opt.floor, route.weights)
+        w = {c: route.weights.get(c, 1.0) * static.get(c, 1.0) for c in COLLECTIONS}
+        return select(hits, opt.k, opt.floor, w)
     chunks = await reader.chunks_by_rows("issues", issue_rows)
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
@@ -299,8 +317,12 @@ async def _issue_hop(
         reader, q2, issue_text[:600], sub, Options(**{**opt.__dict__, "mode": "full"}),
         ("code", "docs"),
     )  # fmt: skip
-    first = [Candidate("issues", r, 1.0, 1.0) for r in issue_rows[:1]]
-    rest, slots = select(code_hits, opt.k - len(first), opt.floor, {"code": 1.5, "docs": 1.0})
+    first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
+    hop_w: dict[Collection, float] = {
+        "code": 1.5 * static.get("code", 1.0),
+        "docs": static.get("docs", 1.0),
+    }
+    rest, slots = select(code_hits, opt.k - len(first), opt.floor, hop_w)
     slots = {**slots, "issues": len(first)}
     return first + rest, slots
 

@@ -117,17 +117,21 @@ class IndexReader:
     @classmethod
     async def open(cls, path: Path) -> IndexReader:
         db = await aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True)
-        vectors: dict[str, np.ndarray] = {}
-        for c in COLLECTIONS:
-            f = path / f"{c}.fbin"
-            if f.exists() and f.stat().st_size > 8:
-                mat = await asyncio.to_thread(load_matrix, str(f), view=True)
-                if mat is None:
-                    raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
-                vectors[c] = mat
-        reader = cls(path, db, vectors)
-        async with db.execute("SELECT key, value FROM meta") as cur:
-            reader.meta = {k: json.loads(v) async for k, v in cur}
+        try:
+            vectors: dict[str, np.ndarray] = {}
+            for c in COLLECTIONS:
+                f = path / f"{c}.fbin"
+                if f.exists() and f.stat().st_size > 8:
+                    mat = await asyncio.to_thread(load_matrix, str(f), view=True)
+                    if mat is None:
+                        raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
+                    vectors[c] = mat
+            reader = cls(path, db, vectors)
+            async with db.execute("SELECT key, value FROM meta") as cur:
+                reader.meta = {k: json.loads(v) async for k, v in cur}
+        except BaseException:
+            await db.close()
+            raise
         return reader
 
     async def close(self) -> None:

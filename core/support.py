@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .answer import terms
-from .models import Source
+from .models import MARKER, Source
 from .prompt import detect_language
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ LEXICAL_MIN = 0.5
 SEMANTIC_MIN = 0.86
 CLAIM_MIN_TERMS = 3
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?(?![\w])")
 _SENTENCE = re.compile(r"\S.*?(?:[.!?。！？]+[\"'”’)\]*_`]*(?:\s*\[\d{1,3}\])*(?=\s|$)|$)", re.S)
 _NUMBER_WORDS = {
@@ -117,7 +116,7 @@ def split_sentences(text: str) -> list[list[str]]:
 
 
 def _numbers(text: str) -> set[str]:
-    out = {n.replace(",", ".") for n in _NUMBER.findall(_MARKER.sub(" ", text))}
+    out = {n.replace(",", ".") for n in _NUMBER.findall(MARKER.sub(" ", text))}
     return {n[:-2] if n.endswith(".0") else n for n in out}
 
 
@@ -153,7 +152,7 @@ class Vocab:
 
 
 def _content(sentence: str) -> list[str]:
-    return list(dict.fromkeys(terms(_MARKER.sub(" ", sentence))))
+    return list(dict.fromkeys(terms(MARKER.sub(" ", sentence))))
 
 
 async def check_support(
@@ -168,7 +167,7 @@ async def check_support(
     vocab = {i: Vocab([s.text]) for i, s in enumerate(sources, start=1)}
     checked: list[SentenceSupport] = []
     for para in split_sentences(text):
-        cites = [[int(m) for m in _MARKER.findall(s)] for s in para]
+        cites = [[int(m) for m in MARKER.findall(s)] for s in para]
         for j, sentence in enumerate(para):
             own = [n for n in cites[j] if n in vocab]
             inherited = next((c for c in cites[j + 1 :] if c), [])
@@ -218,7 +217,7 @@ async def _semantic_rescue(
 
 
 def _other_language(sentence: str, texts: list[str]) -> bool:
-    mine = detect_language(_MARKER.sub("", sentence))
+    mine = detect_language(MARKER.sub("", sentence))
     theirs = detect_language(" ".join(texts)[:4000])
     return mine is not None and theirs is not None and mine != theirs
 

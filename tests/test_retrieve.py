@@ -142,3 +142,25 @@ async def test_baseline_modes_run_on_the_same_index(sample) -> None:
     assert rrf.slots.get("code", 0) >= 1
     assert full.slots.get("code", 0) == 0
     await app.close()
+
+
+@pytest.mark.asyncio
+async def test_who_calls_finds_the_call_sites(sample) -> None:
+    from conftest import commit_all, write_files
+
+    write_files(sample["repo"], {"src/widget/app.py": """
+        from widget.config import parse_config
+
+
+        def main(path):
+            settings = parse_config(path)
+            return settings["timeout"]
+        """})  # fmt: skip
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "who calls parse_config?")
+    why = {e["why"] for e in r.route["exact"]["code"]}
+    assert "calls parse_config" in why and "defines parse_config" in why
+    paths = [s.path for s in r.sources if s.collection == "code"]
+    assert "src/widget/app.py" in paths and "src/widget/config.py" in paths

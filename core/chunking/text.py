@@ -174,11 +174,15 @@ def pack(header: str, units: list[Unit], count: TokenCounter, max_tokens: int) -
     """Greedily fill pieces with whole units; each piece is ``header\\n body`` ≤ max_tokens."""
     if not units:
         return []
+    # A context header may take at most a quarter of the window (a heading path made of a whole
+    # paragraph would otherwise leave no room): shorten it, keeping its start.
+    while len(header) > 24 and max_tokens - count(header + "\n") < max(16, max_tokens // 4):
+        header = header[: int(len(header) * 0.7)].rstrip() + "…"
     base = count(header + "\n")  # specials + prefix + header: what every piece pays
     empty = count("")  # specials + prefix: what every standalone count includes
     budget = max_tokens - base  # tokens left for the body
-    if budget < 16:
-        raise ValueError(f"header leaves no room in a {max_tokens}-token window: {header[:80]!r}")
+    if budget < 4:
+        raise ValueError(f"a {max_tokens}-token window is too small for any text")
 
     def body_tokens(s: str) -> int:
         return count(s) - empty
