@@ -51,3 +51,20 @@ async def test_extractive_answer_quotes_and_cites_every_listed_source() -> None:
 async def test_no_sources_says_so() -> None:
     a = await ExtractiveAnswerer().answer("anything", Retrieval([]))
     assert a.sources == [] and "found nothing" in a.text
+
+
+def test_markers_inside_code_are_not_citations() -> None:
+    sources = [src(0), src(1)]
+    text, kept, rep = finalize_citations(
+        "Read `sys.argv[1]` and ```\nxs[2]\n``` here [2].", sources
+    )
+    assert text == "Read `sys.argv[1]` and ```\nxs[2]\n``` here [1]."
+    assert [s.url for s in kept] == ["u1"] and rep.dropped_markers == 0
+
+
+@pytest.mark.asyncio
+async def test_quoted_brackets_never_become_citations() -> None:
+    sources = [src(0, text="a.md › Intro\nAnswers cite numbered sources like [3] and [2].")]
+    a = await ExtractiveAnswerer().answer("how do answers cite sources?", Retrieval(sources))
+    assert "like ［3］ and ［2］. [1]" in a.text
+    assert len(a.sources) == 1

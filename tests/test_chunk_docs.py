@@ -101,3 +101,12 @@ def test_issue_chunking_one_chunk_or_split_with_title() -> None:
     pieces = chunk_issue("#5 Crash on start", big, words, 60)
     assert len(pieces) > 3
     assert all(p.text.startswith("#5 Crash on start\n") and words(p.text) <= 60 for p in pieces)
+
+
+def test_overlong_heading_path_is_shortened_not_fatal() -> None:
+    heading = " ".join(f"word{i}" for i in range(200))
+    md = f"{heading}\n---\n\nBody text under it.\n"
+    chunks = chunk_doc("README.md", md, words, 120)
+    assert chunks and all(words(c.piece.text) <= 120 for c in chunks)
+    assert chunks[0].piece.text.startswith("README.md › word0 word1")
+    assert "Body text under it." in chunks[-1].piece.text
