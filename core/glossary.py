@@ -2,9 +2,10 @@
 
 The embedding model is multilingual, but BM25 and exact matching are not: "¿cómo ejecuto las
 pruebas?" shares no word with a README that says "run the tests". Questions are expanded with the
-English terms of the Spanish software words they use, for the lexical side only (the added
-terms are appended to the FTS query; the question text itself is what gets embedded). The list
-is general software vocabulary, matched by word stem, not tuned to any repository.
+English terms of the Spanish software words they use: the terms join the FTS query, and are
+appended in parentheses to the question that is embedded (which helped the multilingual model
+too: see ``retrieve.Options``). The list is general software vocabulary, matched by word stem,
+not tuned to any repository.
 """
 
 from __future__ import annotations

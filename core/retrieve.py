@@ -130,6 +130,10 @@ class Options:
     exact_bonus: float = 0.15
     # Expand Spanish software words with their English terms for the lexical side.
     glossary: bool = True
+    # Also append them to the embedded question ("¿cómo ejecuto las pruebas? (run execute test
+    # tests)"): on the self eval Spanish hit@6 went 0.911 → 0.933, on httpx 0.952 → 1.000, with
+    # English unchanged.
+    glossary_dense: bool = True
     weights: dict[Collection, float] | None = None
     mode: Mode = "full"
     collections: tuple[Collection, ...] = COLLECTIONS
@@ -260,7 +264,10 @@ async def retrieve(
         weights = {c: route.weights.get(c, 1.0) * static.get(c, 1.0) for c in COLLECTIONS}
     else:
         weights = {c: static.get(c, 1.0) for c in COLLECTIONS}
-    q = await embedder.embed_query(question)
+    qtext = question
+    if opt.glossary_dense and (extra := english_terms(question)):
+        qtext = f"{question} ({' '.join(extra)})"
+    q = await embedder.embed_query(qtext)
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     hits, why = await _candidates(reader, q, question, route, opt, opt.collections)
