@@ -1,4 +1,4 @@
-"""The ``repo-expert`` command line: instances, index, ask, eval.
+"""The ``repo-expert`` command line: instances, index, ask, eval, sync, status, serve.
 
 This is an entry point: it alone configures logging (quiet by default, ``-v`` for progress
 details, ``-vv`` for debug) and turns a :class:`RepoExpertError` into one line on stderr.
@@ -172,11 +172,69 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
+    if args.platform == "webhooks":
+        from .webhooks import serve_webhooks
+
+        await serve_webhooks(app, args.host, args.port)
+        return 0
     # The chat faces build on core; this entry point is the one place that reaches up to them.
     from bot.serve import serve
     from bot.settings import load_serve_config
 
     await serve(args.platform, app, load_serve_config(args.config))
+    return 0
+
+
+def _names(app: RepoExpert, args: argparse.Namespace) -> list[str]:
+    if args.all or not args.name:
+        names = list(app.load_instances())
+        if not names:
+            raise RepoExpertError(f"no instances in {app.settings.instances_dir}")
+        return names
+    app.instance(args.name)  # an unknown name fails here, with the known ones
+    return [args.name]
+
+
+async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
+    from .sync import SyncReport, watch
+
+    if not args.name and not args.all:
+        raise RepoExpertError("name an instance, or give --all")
+    names = _names(app, args)
+
+    def show(name: str, r: SyncReport | BaseException) -> None:
+        if isinstance(r, SyncReport):
+            print(json.dumps(r.to_json()) if args.json else r.line(), flush=True)
+        else:
+            print(f"sync of {name} failed: {r}", file=sys.stderr, flush=True)
+
+    if args.watch:
+        await watch(app, names, show, interval=args.interval)
+        return 0
+    failed = 0
+    for name in names:
+        try:
+            r = await app.sync(
+                name, full=args.full, refetch_issues=args.refetch_issues,
+                progress=None if args.quiet or args.json else ProgressBar(),
+            )  # fmt: skip
+        except RepoExpertError as e:
+            show(name, e)
+            failed += 1
+            continue
+        show(name, r)
+        failed += not r.ok
+    return 1 if failed else 0
+
+
+async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
+    from .sync import format_status
+
+    statuses = [await app.status(n) for n in _names(app, args)]
+    if args.json:
+        print(json.dumps(statuses, indent=2))
+    else:
+        print("\n\n".join(format_status(s) for s in statuses))
     return 0
 
 
@@ -261,11 +319,47 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "serve",
-        help="run the Slack and/or Discord bot (tokens from the environment; see README)",
+        help="run the Slack and/or Discord bot (tokens from the environment; see README), or "
+        "the GitHub webhook receiver",
     )
-    s.add_argument("platform", choices=["slack", "discord", "all"])
+    s.add_argument(
+        "platform",
+        choices=["slack", "discord", "all", "webhooks"],
+        help="all: Slack and Discord in one process; webhooks: the GitHub webhook receiver",
+    )
     s.add_argument("--config", help="bot settings YAML (env REPO_EXPERT_SERVE_CONFIG)")
+    s.add_argument("--host", default="0.0.0.0", help="webhooks: address to listen on")
+    s.add_argument("--port", type=int, help="webhooks: port (default $PORT or 8080)")
     s.set_defaults(fn=cmd_serve)
+
+    s = sub.add_parser(
+        "sync",
+        help="fetch the repository and GitHub issues, then update the index incrementally",
+    )
+    s.add_argument("name", nargs="?")
+    s.add_argument("--all", action="store_true", help="every instance")
+    s.add_argument("--watch", action="store_true", help="repeat every interval until stopped")
+    s.add_argument(
+        "--interval", type=float, help="seconds between syncs (default: each instance's "
+        "sync_interval, 300)"
+    )  # fmt: skip
+    s.add_argument("--full", action="store_true", help="rebuild the index from scratch")
+    s.add_argument(
+        "--refetch-issues",
+        action="store_true",
+        help="list every issue again (drops deleted and transferred ones from the mirror)",
+    )
+    s.add_argument("--json", action="store_true", help="one JSON object per sync")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(fn=cmd_sync)
+
+    s = sub.add_parser(
+        "status", help="indexed commit, chunks, last sync and error, issues high-water mark"
+    )
+    s.add_argument("name", nargs="?")
+    s.add_argument("--all", action="store_true", help="every instance (the default)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_status)
 
     s = sub.add_parser("feedback", help="print the 👍/👎 feedback given in Slack on an instance")
     s.add_argument("name")

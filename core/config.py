@@ -63,6 +63,17 @@ class RepoConfig(_Model):
     )
     url: str | None = Field(default=None, description="Git URL to clone (https or ssh).")
     ref: str | None = Field(default=None, description="Branch or tag to check out (with url).")
+    token: SecretStr | None = Field(
+        default=None,
+        description="Token for a private https url, written as ${VAR}. Given to git in an HTTP "
+        "header through its environment: never written to .git/config or the remote URL, never "
+        "logged.",
+    )
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token(cls, v: Any) -> Any:
+        return None if v == "" else v
 
     @model_validator(mode="after")
     def _one_of(self) -> RepoConfig:
@@ -76,13 +87,78 @@ class IncludeConfig(_Model):
 
 
 class IssuesConfig(_Model):
-    """Issues and pull requests. For now: a file in the shape ``gh issue list --json`` prints."""
+    """Issues and pull requests: a file in the shape ``gh issue list --json`` prints, or a GitHub
+    repository read through the REST API and mirrored incrementally (see core/sources/
+    github_issues.py). The filters apply to both."""
 
     file: str | None = Field(
         default=None,
         description="JSON from `gh issue list --state all --json number,title,body,state,labels,"
         "comments,url,createdAt,closedAt`; relative to the instance file's folder.",
     )
+    github: str | None = Field(
+        default=None,
+        description="owner/repo: read issues and pull requests with their comments through the "
+        "GitHub REST API, incrementally.",
+    )
+    api_url: str = Field(
+        default="https://api.github.com",
+        description="REST API base URL; GitHub Enterprise Server: https://HOST/api/v3.",
+    )
+    token: SecretStr | None = Field(
+        default=None,
+        description="API token, written as ${VAR}; default GITHUB_TOKEN from the environment; "
+        "optional for public repositories. Never logged.",
+    )
+    state: Literal["open", "closed", "all"] = Field(
+        default="all", description="Which issues to index (a merged pull request is closed)."
+    )
+    labels: list[str] = Field(
+        default_factory=list,
+        description="Index only issues with at least one of these labels (empty: any).",
+    )
+    exclude_labels: list[str] = Field(
+        default_factory=list, description="Skip issues with any of these labels."
+    )
+    pull_requests: bool = Field(default=True, description="Index pull requests too.")
+    review_comments: bool = Field(
+        default=True, description="With github: include pull requests' review (diff) comments."
+    )
+    max_age_days: float | None = Field(
+        default=None, gt=0, description="Skip issues not updated in this many days."
+    )
+    full_listing_hours: float | None = Field(
+        default=24.0,
+        gt=0,
+        description="With github: this often a sync lists every issue again, which catches "
+        "deleted issues and deleted comments (incremental listings cannot show deletions; "
+        "webhooks report them at once). null: only with `sync --refetch-issues`.",
+    )
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token(cls, v: Any) -> Any:
+        return None if v == "" else v
+
+    @field_validator("github")
+    @classmethod
+    def _repo_ok(cls, v: str | None) -> str | None:
+        if v and not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", v):
+            raise ValueError("expected owner/repo, e.g. acme/widget")
+        return v or None
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url_ok(cls, v: str) -> str:
+        if not re.match(r"https?://", v):
+            raise ValueError("expected an http(s) URL such as https://github.example.com/api/v3")
+        return v.rstrip("/")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> IssuesConfig:
+        if self.file and self.github:
+            raise ValueError("give one of 'file' (gh JSON) or 'github' (owner/repo), not both")
+        return self
 
 
 class EmbeddingConfig(_Model):
@@ -317,9 +393,22 @@ class Instance(_Model):
         description="Which Slack workspaces/channels and Discord guilds/channels may ask this "
         "instance, and where it is the default.",
     )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Secret of the GitHub webhook (as ${VAR}); `serve webhooks` verifies "
+        "X-Hub-Signature-256 with it and syncs this instance on push/issues/PR events.",
+    )
+    sync_interval: float = Field(
+        default=300.0, ge=1, description="Seconds between syncs with `sync --watch`."
+    )
 
     # Set by the loader, not by the YAML.
     source_file: Path | None = Field(default=None, exclude=True, description="(internal)")
+
+    @field_validator("webhook_secret", mode="before")
+    @classmethod
+    def _empty_secret(cls, v: Any) -> Any:
+        return None if v == "" else v  # an unset ${VAR:-}: no webhooks for this instance
 
     @field_validator("name")
     @classmethod
@@ -385,7 +474,7 @@ def _format_validation(file: Path, err: ValidationError) -> str:
             f" (got {got!r})"
             if e["type"] not in ("missing", "extra_forbidden")
             and not isinstance(got, dict)
-            and "api_key" not in loc  # never echo a secret
+            and not any(w in loc for w in ("api_key", "token", "secret"))  # never echo one
             else ""
         )
         lines.append(f"  {loc}: {msg}{extra}")

@@ -2,9 +2,12 @@
 
 Re-indexing is incremental. Each unit (a file, or one issue thread) has a content hash; a unit
 whose hash matches the live build keeps its chunks and vectors as they are (only its permalink
-is re-pinned to the new commit). Changed and new units are chunked and embedded; deleted ones
-are simply not carried over. A build stamped differently (another embedding model, dimension,
-window or chunker version) is not reused: everything is rebuilt instead of mixing vectors.
+is re-pinned to the new commit). When the live build came from a clean work tree at a commit that
+is still in the repository, ``git diff`` names the changed files and only those are read at all
+(see ``sources/git_diff.py``); otherwise every file is read and hashed. Changed and new units are
+chunked and embedded; deleted ones are simply not carried over. A build stamped differently
+(another embedding model, dimension, window or chunker version) is not reused: everything is
+rebuilt instead of mixing vectors.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,8 @@ from .config import Instance
 from .embed import EmbedService, text_hash
 from .errors import SourceError
 from .models import COLLECTIONS, Chunk, Collection, Document, Symbol
-from .sources.issues import issue_document, load_issues_file
+from .sources.git_diff import ChangeSet, changes_between
+from .sources.issues import Issue, issue_document, keep_issue, load_issues_file
 from .sources.repo import Checkout, checkout, permalink, read_text, select_files
 from .store import SCHEMA_VERSION, BuildWriter, IndexReader, current_build
 
@@ -45,6 +49,8 @@ class Summary:
     units_changed: int = 0
     units_reused: int = 0
     units_deleted: int = 0
+    files_read: int = 0  # files read from disk (the others were unchanged according to git)
+    change_detection: str = ""  # "git diff <old>..<new>", or why every file was hashed
     chunks_embedded: int = 0
     largest_chunk_tokens: int = 0
     over_window: int = 0
@@ -103,32 +109,71 @@ def _chunk_document(
     return chunks, symbols
 
 
-async def _read_documents(inst: Instance, co: Checkout, summary: Summary) -> list[Document]:
-    sel = await asyncio.to_thread(select_files, inst, co)
+async def _read_documents(
+    inst: Instance,
+    co: Checkout,
+    summary: Summary,
+    old_units: dict[str, str],
+    changes: ChangeSet | None,
+) -> list[Document]:
+    """The repository's documents. With a ``changes`` set, a file git reports unchanged that the
+    live build holds is not read: its unit keeps the old hash, so the old chunks are reused."""
+    trusted = {k for k in old_units if changes.unchanged(k)} if changes is not None else set[str]()
+    sel = await asyncio.to_thread(select_files, inst, co, trusted)
     summary.excluded = dict(sel.excluded)
 
     def read_all() -> list[Document]:
         docs = []
         for rel, coll in sel.files.items():
+            if rel in trusted:
+                docs.append(Document(coll, rel, "", old_units[rel], path=rel, title=rel))
+                continue
             try:
                 text, h = read_text(co.root, rel)
             except OSError as e:
                 log.warning("skipping unreadable file %s: %s", rel, e)
                 continue
+            summary.files_read += 1
             if not text.strip():
                 continue
             docs.append(Document(coll, rel, text, h, path=rel, title=rel))
         return docs
 
-    docs = await asyncio.to_thread(read_all)
+    return await asyncio.to_thread(read_all)
+
+
+async def load_issues(inst: Instance, data_dir: Path) -> list[Issue]:
+    """The configured issues, filtered: from the gh-JSON file, or the GitHub mirror after an
+    incremental sync of it (network)."""
     if inst.issues.file:
         path = inst.resolve(inst.issues.file)
         try:
             issues = await asyncio.to_thread(load_issues_file, path)
         except SourceError as e:
             raise SourceError(f"{inst.source_file}: issues.file: {e}") from None
-        docs.extend(issue_document(i, inst.web_url) for i in issues)
-    return docs
+        return [i for i in issues if keep_issue(i, inst.issues)]
+    if inst.issues.github:
+        from .sources.github_issues import sync_and_read
+
+        return (await sync_and_read(inst, data_dir))[1]
+    return []
+
+
+def _change_set(co: Checkout, old: IndexReader | None, full: bool) -> tuple[ChangeSet | None, str]:
+    if old is None:
+        return None, "content hashes (no previous build)" if not full else "full rebuild"
+    base = old.meta.get("commit")
+    if not old.meta.get("tree_clean"):
+        return None, "content hashes (the previous build was not of a clean commit)"
+    if co.commit is None or co.dirty:
+        return None, "content hashes (the work tree has uncommitted changes)"
+    changes = changes_between(co.root, base, co.commit)
+    if changes is None:
+        return None, f"content hashes (commit {str(base)[:12]} is not in the clone)"
+    return changes, (
+        f"git diff {str(base)[:12]}..{co.commit[:12]}: {len(changes.changed)} changed, "
+        f"{len(changes.deleted)} deleted ({len(changes.renamed)} renamed)"
+    )
 
 
 async def build_index(
@@ -138,12 +183,19 @@ async def build_index(
     progress: Progress | None = None,
     *,
     full: bool = False,
+    co: Checkout | None = None,
+    issues: Sequence[Issue] | None = None,
 ) -> Summary:
-    """Build or incrementally update the index of one instance; returns what it did."""
+    """Build or incrementally update the index of one instance; returns what it did.
+
+    ``co``: a checkout already made (default: check out / fetch now). ``issues``: the issues to
+    index, already filtered (default: :func:`load_issues`)."""
     t0 = time.perf_counter()
-    co = await checkout(inst, data_dir)
+    if co is None:
+        co = await checkout(inst, data_dir)
     summary = Summary(instance=inst.name, commit=co.commit)
-    docs = await _read_documents(inst, co, summary)
+    if issues is None:
+        issues = await load_issues(inst, data_dir)
     name, dim, window = await embedder.info()
     summary.window = window
     stamp = build_stamp(name, dim, window)
@@ -161,6 +213,9 @@ async def build_index(
         summary.rebuilt_reason = "full rebuild requested"
     try:
         old_units = await old.units() if old else {}
+        changes, summary.change_detection = await asyncio.to_thread(_change_set, co, old, full)
+        docs = await _read_documents(inst, co, summary, old_units, changes)
+        docs.extend(issue_document(i, inst.web_url) for i in issues)
         reuse = {d.key for d in docs if old_units.get(d.key) == d.content_hash}
         changed = [d for d in docs if d.key not in reuse]
         summary.units_reused = len(reuse)
@@ -234,6 +289,8 @@ async def build_index(
             summary.seconds = time.perf_counter() - t0
             await w.set_meta("stamp", stamp)
             await w.set_meta("commit", co.commit)
+            # git diff may stand in for reading files only against a build of a clean commit.
+            await w.set_meta("tree_clean", co.commit is not None and not co.dirty)
             await w.set_meta("built_at", time.time())
             await w.set_meta("summary", summary.to_json())
             await w.commit()

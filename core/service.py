@@ -8,11 +8,13 @@ process is picked up on the next question without a restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .answer import Answerer
 from .config import Instance, Settings, find_instance, load_all
@@ -24,6 +26,10 @@ from .prompt import resolve_followup
 from .retrieve import Options, retrieve
 from .store import IndexReader, current_build, instance_dir
 from .support import embedding_similarity
+
+if TYPE_CHECKING:
+    from .github import ClientOptions
+    from .sync import SyncReport
 
 log = logging.getLogger(__name__)
 
@@ -74,19 +80,56 @@ class RepoExpert:
         self, name: str, progress: Progress | None = None, full: bool = False
     ) -> Summary:
         inst = self.instance(name)
+        async with self._build_lock(name):
+            return await build_index(
+                inst, self.settings.data_dir, self.embedder(name), progress, full=full
+            )
+
+    @contextlib.asynccontextmanager
+    async def _build_lock(self, name: str) -> AsyncIterator[None]:
+        """One build or sync per instance at a time, across processes too (readers never wait:
+        they keep using the live build)."""
         lock = self._locks.setdefault(name, asyncio.Lock())
         async with lock:
             d = instance_dir(self.settings.data_dir, name)
             d.mkdir(parents=True, exist_ok=True)
             fd = os.open(d / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
             try:
-                # One build per instance at a time, across processes too.
                 await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-                return await build_index(
-                    inst, self.settings.data_dir, self.embedder(name), progress, full=full
-                )
+                yield
             finally:
                 os.close(fd)
+
+    async def sync(
+        self,
+        name: str,
+        *,
+        repo: bool = True,
+        issues: bool = True,
+        numbers: Iterable[int] = (),
+        full: bool = False,
+        refetch_issues: bool = False,
+        progress: Progress | None = None,
+        options: ClientOptions | None = None,
+    ) -> SyncReport:
+        """One incremental sync: fetch the repository (``repo``), bring the GitHub issues mirror
+        up to date (``issues``; ``numbers``: issues a webhook named), update the index. See
+        core/sync.py."""
+        from .sync import sync_instance
+
+        inst = self.instance(name)
+        async with self._build_lock(name):
+            return await sync_instance(
+                inst, self.settings.data_dir, self.embedder(name), repo=repo, issues=issues,
+                numbers=numbers, full=full, refetch_issues=refetch_issues, progress=progress,
+                options=options,
+            )  # fmt: skip
+
+    async def status(self, name: str) -> dict[str, Any]:
+        """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
+        from .sync import instance_status
+
+        return await instance_status(self.instance(name), self.settings.data_dir)
 
     def has_index(self, name: str) -> bool:
         return current_build(self.settings.data_dir, name) is not None

@@ -310,7 +310,9 @@ def test_manifest_and_procfile_match_the_bot() -> None:
             argv = command.split()
             assert argv[0] == "repo-expert"
             procs[name] = parser().parse_args(argv[1:])  # every command exists
-    assert {n: a.platform for n, a in procs.items()} == {"slack": "slack", "discord": "discord"}
+    serve = {n: a.platform for n, a in procs.items() if a.cmd == "serve"}
+    assert serve == {"slack": "slack", "discord": "discord", "webhooks": "webhooks"}
+    assert procs["sync"].cmd == "sync" and procs["sync"].watch
 
 
 def test_cli_serve_without_tokens_names_what_is_missing(sample: dict[str, Any]) -> None:

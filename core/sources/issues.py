@@ -2,18 +2,22 @@
 
     gh issue list --state all --json number,title,body,state,labels,comments,url,createdAt,closedAt
 
-(``gh pr list`` with the same fields works too). Each issue becomes one document whose text is
-the header, the body and then every comment in order.
+(``gh pr list`` with the same fields works too), or from the GitHub REST API through the local
+mirror (``github_issues.py``). Each issue becomes one document whose text is the header, the body
+and then every comment in order; :func:`keep_issue` applies the configured filters to both.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..config import IssuesConfig
 from ..errors import SourceError
 from ..models import Document
 
@@ -23,6 +27,14 @@ class Comment:
     author: str
     created_at: str
     body: str
+    path: str | None = None  # a pull request review comment: the file it is on
+    line: int | None = None
+
+    def heading(self) -> str:
+        if self.path is None:
+            return f"Comment by @{self.author}:"
+        where = f"{self.path}:{self.line}" if self.line else self.path
+        return f"Review comment by @{self.author} on {where}:"
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,7 @@ class Issue:
     created_at: str = ""
     closed_at: str = ""
     is_pr: bool = False
+    updated_at: str = ""
 
     def header(self) -> str:
         kind = "PR" if self.is_pr else "Issue"
@@ -79,6 +92,7 @@ def parse_issue(obj: Any, where: str) -> Issue:
         created_at=str(obj.get("createdAt") or ""),
         closed_at=str(obj.get("closedAt") or ""),
         is_pr="/pull/" in url or bool(obj.get("isPullRequest")),
+        updated_at=str(obj.get("updatedAt") or obj.get("closedAt") or obj.get("createdAt") or ""),
     )
 
 
@@ -97,7 +111,7 @@ def load_issues_file(path: Path) -> list[Issue]:
 def issue_document(issue: Issue, web_url: str | None) -> Document:
     parts = [issue.header(), "", issue.body.strip()]
     for c in issue.comments:
-        parts += ["", f"Comment by @{c.author}:", c.body.strip()]
+        parts += ["", c.heading(), c.body.strip()]
     text = "\n".join(parts).strip()
     url = issue.url or (f"{web_url}/issues/{issue.number}" if web_url else f"#{issue.number}")
     return Document(
@@ -109,3 +123,30 @@ def issue_document(issue: Issue, web_url: str | None) -> Document:
         title=f"#{issue.number} {issue.title}",
         url=url,
     )
+
+
+def _epoch(iso: str) -> float | None:
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def keep_issue(issue: Issue, cfg: IssuesConfig, now: float | None = None) -> bool:
+    """Whether the configured filters (state, labels, pull requests, age) keep this issue."""
+    if issue.is_pr and not cfg.pull_requests:
+        return False
+    state = issue.state.lower()
+    if cfg.state != "all" and (state == "open") != (cfg.state == "open"):
+        return False
+    labels = {lb.lower() for lb in issue.labels}
+    if cfg.labels and not labels & {lb.lower() for lb in cfg.labels}:
+        return False
+    if labels & {lb.lower() for lb in cfg.exclude_labels}:
+        return False
+    if cfg.max_age_days is not None:
+        when = _epoch(issue.updated_at) if issue.updated_at else None
+        now = time.time() if now is None else now
+        if when is not None and now - when > cfg.max_age_days * 86400:
+            return False
+    return True

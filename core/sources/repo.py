@@ -1,20 +1,26 @@
 """The repository source: a checkout, the commit it is at, and which files go where.
 
 A local ``path`` is read as it is on disk (``git ls-files`` where it is a git work tree, so
-``.gitignore`` applies); a ``url`` is cloned once under the data directory and fetched on later
-runs. File selection uses gitignore-style patterns (pathspec): ``**/tasks/**`` excludes
-``tasks/x.md`` at the root as well as ``a/tasks/x.md``.
+``.gitignore`` applies); a ``url`` is cloned once (shallow) under the data directory and fetched
+on later runs. A ``repo.token`` for a private https URL reaches git only through its environment
+(``GIT_CONFIG_*`` → ``http.<origin>/.extraHeader``): it is never in the remote URL, never in
+``.git/config``, never on a command line and never logged. File selection uses gitignore-style
+patterns (pathspec): ``**/tasks/**`` excludes ``tasks/x.md`` at the root as well as
+``a/tasks/x.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import logging
 import os
 import subprocess
+from collections.abc import Collection as Paths
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pathspec
 
@@ -43,8 +49,8 @@ class Selection:
         self.excluded[reason] = self.excluded.get(reason, 0) + 1
 
 
-def _git(root: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+def _git(root: Path, *args: str, auth: dict[str, str] | None = None) -> str:
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(auth or {})}
     r = subprocess.run(
         ["git", "-C", str(root), *args], capture_output=True, text=True, env=env, check=False
     )
@@ -60,7 +66,27 @@ def _redact(url: str) -> str:
     return re.sub(r"//[^/@]+@", "//***@", url)
 
 
-def _checkout_sync(inst: Instance, data_dir: Path) -> Checkout:
+def auth_env(inst: Instance) -> dict[str, str]:
+    """Environment that makes git send the token to the clone URL's origin (and nowhere else):
+    ``Authorization: Basic base64(x-access-token:TOKEN)``, as GitHub (and actions/checkout)
+    expect for https. Empty without a token or for non-https URLs."""
+    url = inst.repo.url or ""
+    token = inst.repo.token.get_secret_value() if inst.repo.token else ""
+    parts = urlsplit(url)
+    if not token or parts.scheme not in ("https", "http"):
+        return {}
+    if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+        log.warning("repo.token goes to %s over plain http (unencrypted)", parts.hostname)
+    origin = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+    return {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"http.{origin}/.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+def _checkout_sync(inst: Instance, data_dir: Path, fetch: bool = True) -> Checkout:
     if inst.repo.path:
         root = inst.resolve(inst.repo.path)
         if not root.is_dir():
@@ -69,6 +95,7 @@ def _checkout_sync(inst: Instance, data_dir: Path) -> Checkout:
         assert inst.repo.url
         root = data_dir / inst.name / "checkout"
         url = inst.repo.url
+        auth = auth_env(inst)
         if not (root / ".git").exists():
             root.parent.mkdir(parents=True, exist_ok=True)
             args = ["clone", "--quiet", "--depth", "1"]
@@ -76,12 +103,15 @@ def _checkout_sync(inst: Instance, data_dir: Path) -> Checkout:
                 args += ["--branch", inst.repo.ref]
             log.info("cloning %s", _redact(url))
             try:
-                _git(root.parent, *args, url, str(root))
+                _git(root.parent, *args, url, str(root), auth=auth)
             except SourceError as e:
-                raise SourceError(f"cannot clone {_redact(url)}: {e}") from None
-        else:
+                raise SourceError(f"cannot clone {_redact(url)}: {_redact(str(e))}") from None
+        elif fetch:
             ref = inst.repo.ref or "HEAD"
-            _git(root, "fetch", "--quiet", "--depth", "1", "origin", ref)
+            try:
+                _git(root, "fetch", "--quiet", "--depth", "1", "origin", ref, auth=auth)
+            except SourceError as e:
+                raise SourceError(f"cannot fetch {_redact(url)}: {_redact(str(e))}") from None
             _git(root, "checkout", "--quiet", "--force", "FETCH_HEAD")
     try:
         inside = _git(root, "rev-parse", "--is-inside-work-tree").strip() == "true"
@@ -103,8 +133,10 @@ def _has_head(root: Path) -> bool:
     return r.returncode == 0
 
 
-async def checkout(inst: Instance, data_dir: Path) -> Checkout:
-    return await asyncio.to_thread(_checkout_sync, inst, data_dir)
+async def checkout(inst: Instance, data_dir: Path, fetch: bool = True) -> Checkout:
+    """The instance's work tree and commit; a ``url`` is cloned, or fetched unless ``fetch`` is
+    False (a sync triggered by an issue event leaves the code where it is)."""
+    return await asyncio.to_thread(_checkout_sync, inst, data_dir, fetch)
 
 
 def _list_files(co: Checkout) -> list[str]:
@@ -135,8 +167,9 @@ def _looks_binary(path: Path) -> bool:
     return b"\0" in head
 
 
-def select_files(inst: Instance, co: Checkout) -> Selection:
-    """Assign each file to docs or code (docs win ties), applying every exclusion."""
+def select_files(inst: Instance, co: Checkout, trusted: Paths[str] = ()) -> Selection:
+    """Assign each file to docs or code (docs win ties), applying every exclusion. ``trusted``
+    files are unchanged since a build that already found them to be text: not sniffed again."""
     sel = Selection()
     user_ex = pathspec.GitIgnoreSpec.from_lines(inst.exclude)
     builtin = pathspec.GitIgnoreSpec.from_lines(BUILTIN_EXCLUDES if inst.builtin_excludes else [])
@@ -164,7 +197,7 @@ def select_files(inst: Instance, co: Checkout) -> Selection:
         if size > inst.max_file_bytes:
             sel.skip(f"larger than max_file_bytes ({inst.max_file_bytes})")
             continue
-        if _looks_binary(p):
+        if rel not in trusted and _looks_binary(p):
             sel.skip("binary content")
             continue
         sel.files[rel] = coll

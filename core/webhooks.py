@@ -1,0 +1,248 @@
+"""``repo-expert serve webhooks``: GitHub webhook deliveries trigger targeted syncs.
+
+Built on aiohttp, which the project already runs for Slack's HTTP mode and for the test
+stand-ins: no new dependency, and one server stack to know.
+
+A delivery is accepted only if its ``X-Hub-Signature-256`` is the HMAC-SHA256 of the raw body
+under an instance's ``webhook_secret`` (compared in constant time); otherwise 401 and nothing
+runs. ``POST /webhooks/github`` serves every instance: the delivery goes to the instances whose
+secret verifies it and whose repository it is about (``issues.github``, ``web_url`` or
+``repo.url`` naming ``owner/repo``); ``POST /webhooks/github/{instance}`` targets one instance.
+
+- ``ping`` → 200.
+- ``push`` to the instance's branch (``repo.ref``, else the default branch) → fetch and re-index
+  the code (the issues mirror is left alone).
+- ``issues``, ``issue_comment``, ``pull_request``, ``pull_request_review``,
+  ``pull_request_review_comment`` → re-fetch that issue or PR (and its comments), then the
+  incremental issues sync, then re-index; the code is not fetched.
+- anything else → 202, ignored.
+
+Deliveries are answered at once (202) and synced in the background, one sync per instance at a
+time: deliveries arriving meanwhile are merged into the next one (a burst of comments costs one
+sync). Questions are answered from the live build while a sync runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from aiohttp import web
+
+from .config import Instance
+from .errors import ConfigError
+from .service import RepoExpert
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PATH = "/webhooks/github"
+ISSUE_EVENTS = {"issues": "issue", "issue_comment": "issue"}
+PR_EVENTS = {
+    "pull_request": "pull_request",
+    "pull_request_review": "pull_request",
+    "pull_request_review_comment": "pull_request",
+}
+
+
+def signature(secret: str, body: bytes) -> str:
+    """The ``X-Hub-Signature-256`` value GitHub sends for ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def verify(secret: str, body: bytes, header: str | None) -> bool:
+    if not secret or not header:
+        return False
+    return hmac.compare_digest(signature(secret, body).encode(), header.encode("utf-8", "replace"))
+
+
+@dataclass
+class SyncRequest:
+    repo: bool = False
+    issues: bool = False
+    numbers: set[int] = field(default_factory=set)
+
+    def merge(self, other: SyncRequest) -> None:
+        self.repo |= other.repo
+        self.issues |= other.issues
+        self.numbers |= other.numbers
+
+
+class SyncScheduler:
+    """Runs requested syncs in the background: one per instance at a time, later requests merged
+    into the next run (after ``debounce`` seconds, so a burst becomes one sync)."""
+
+    def __init__(self, app: RepoExpert, debounce: float = 1.0) -> None:
+        self.app = app
+        self.debounce = debounce
+        self._pending: dict[str, SyncRequest] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.runs: list[tuple[str, SyncRequest]] = []  # what ran, in order (for logs and tests)
+
+    def request(self, name: str, req: SyncRequest) -> None:
+        self._pending.setdefault(name, SyncRequest()).merge(req)
+        if name not in self._tasks:
+            self._tasks[name] = asyncio.create_task(self._worker(name))
+
+    async def _worker(self, name: str) -> None:
+        try:
+            while name in self._pending:
+                await asyncio.sleep(self.debounce)
+                req = self._pending.pop(name)
+                self.runs.append((name, req))
+                try:
+                    rep = await self.app.sync(
+                        name, repo=req.repo, issues=req.issues, numbers=req.numbers
+                    )
+                    log.info("%s", rep.line())
+                except Exception:  # one failed sync must not stop the receiver
+                    log.exception("webhook-triggered sync of %s failed", name)
+        finally:
+            self._tasks.pop(name, None)
+
+    async def idle(self) -> None:
+        """Wait until no sync is pending or running."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+    async def close(self) -> None:
+        for t in list(self._tasks.values()):
+            t.cancel()
+        await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
+
+
+def repo_names(inst: Instance) -> set[str]:
+    """``owner/repo`` names an instance answers for (lower case)."""
+    names = set()
+    if inst.issues.github:
+        names.add(inst.issues.github.lower())
+    for url in (inst.web_url, inst.repo.url):
+        m = re.search(r"[/:]([^/:]+/[^/]+?)(?:\.git)?/?$", url or "")
+        if m:
+            names.add(m.group(1).lower())
+    return names
+
+
+def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequest | None:
+    """What a verified delivery asks of this instance; None: nothing to do."""
+    if event == "push":
+        ref = str(payload.get("ref") or "")
+        want = inst.repo.ref
+        if want:
+            ok = ref in (f"refs/heads/{want}", f"refs/tags/{want}", want)
+        else:
+            default = str((payload.get("repository") or {}).get("default_branch") or "")
+            ok = bool(default) and ref == f"refs/heads/{default}"
+        return SyncRequest(repo=True) if ok else None
+    key = ISSUE_EVENTS.get(event) or PR_EVENTS.get(event)
+    if key is None or not inst.issues.github:
+        return None
+    obj = payload.get(key)
+    number = obj.get("number") if isinstance(obj, dict) else None
+    if not isinstance(number, int):
+        return None
+    return SyncRequest(issues=True, numbers={number})
+
+
+class WebhookReceiver:
+    def __init__(
+        self, app: RepoExpert, instances: dict[str, Instance], scheduler: SyncScheduler
+    ) -> None:
+        self.app = app
+        self.instances = instances
+        self.scheduler = scheduler
+
+    def routes(self, web_app: web.Application, path: str = DEFAULT_PATH) -> None:
+        web_app.router.add_post(path, self.handle)
+        web_app.router.add_post(path.rstrip("/") + "/{instance}", self.handle)
+        web_app.router.add_get("/healthz", self.health)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        name = request.match_info.get("instance")
+        if name is not None and name not in self.instances:
+            return web.json_response({"error": "unknown instance"}, status=404)
+        candidates = [self.instances[name]] if name else list(self.instances.values())
+        header = request.headers.get("X-Hub-Signature-256")
+        verified = [
+            i for i in candidates
+            if i.webhook_secret and verify(i.webhook_secret.get_secret_value(), body, header)
+        ]  # fmt: skip
+        delivery = request.headers.get("X-GitHub-Delivery", "?")
+        if not verified:
+            log.warning("webhook delivery %s refused: bad or missing signature", delivery)
+            return web.json_response({"error": "invalid signature"}, status=401)
+        event = request.headers.get("X-GitHub-Event", "")
+        try:
+            payload = _payload(body, request.content_type)
+        except ValueError:
+            return web.json_response({"error": "payload is not JSON"}, status=400)
+        if event == "ping":
+            return web.json_response({"ok": True, "instances": [i.name for i in verified]})
+        full_name = str((payload.get("repository") or {}).get("full_name") or "").lower()
+        queued = []
+        for inst in verified:
+            if name is None and full_name not in repo_names(inst):
+                continue
+            req = request_for(inst, event, payload)
+            if req is not None:
+                self.scheduler.request(inst.name, req)
+                queued.append(inst.name)
+        log.info("webhook %s %s (%s): queued %s", event, delivery, full_name, queued or "nothing")
+        return web.json_response({"queued": queued}, status=202)
+
+
+def _payload(body: bytes, content_type: str) -> dict[str, Any]:
+    if content_type == "application/x-www-form-urlencoded":
+        body = (parse_qs(body.decode()).get("payload") or ["{}"])[0].encode()
+    data = json.loads(body or b"{}")
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    return data
+
+
+def make_web_app(
+    app: RepoExpert, instances: dict[str, Instance], scheduler: SyncScheduler,
+    path: str = DEFAULT_PATH,
+) -> web.Application:  # fmt: skip
+    web_app = web.Application(client_max_size=25 * 1024 * 1024)  # GitHub caps payloads at 25 MB
+    WebhookReceiver(app, instances, scheduler).routes(web_app, path)
+    return web_app
+
+
+async def serve_webhooks(
+    app: RepoExpert, host: str = "0.0.0.0", port: int | None = None, path: str = DEFAULT_PATH
+) -> None:
+    """Listen until cancelled. Fails before listening if no instance has a webhook secret."""
+    instances = app.load_instances()
+    with_secret = {n: i for n, i in instances.items() if i.webhook_secret}
+    if not with_secret:
+        raise ConfigError(
+            "no instance has webhook_secret: add `webhook_secret: ${GITHUB_WEBHOOK_SECRET}` to "
+            "the instance files that GitHub should keep fresh"
+        )
+    port = port or int(os.environ.get("PORT") or 8080)
+    scheduler = SyncScheduler(app)
+    runner = web.AppRunner(make_web_app(app, with_secret, scheduler, path))
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        log.info(
+            "webhooks: listening on http://%s:%d%s for %s", host, port, path, ", ".join(with_secret)
+        )
+        await asyncio.Event().wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await scheduler.close()
+        await runner.cleanup()
