@@ -232,6 +232,7 @@ class EmbedService:
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()
         self.passages_embedded = 0  # texts actually run through the model (cache misses)
+        self._closed = False
 
     def _get(self) -> Embedder:
         if self._model is None:
@@ -299,6 +300,11 @@ class EmbedService:
         return out
 
     def close(self) -> None:
+        """Close the vector cache and stop the worker thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+
         def _close(m: Any = None) -> None:
             if self._cache:
                 self._cache.close()
@@ -306,6 +312,9 @@ class EmbedService:
 
         self._pool.submit(_close).result()
         self._pool.shutdown(wait=True)
+        for key, svc in list(_SERVICES.items()):
+            if svc is self:
+                del _SERVICES[key]
 
 
 _SERVICES: dict[tuple[str, str], EmbedService] = {}

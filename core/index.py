@@ -115,9 +115,11 @@ async def _read_documents(
     summary: Summary,
     old_units: dict[str, str],
     changes: ChangeSet | None,
+    old_colls: dict[str, str],
 ) -> list[Document]:
     """The repository's documents. With a ``changes`` set, a file git reports unchanged that the
-    live build holds is not read: its unit keeps the old hash, so the old chunks are reused."""
+    live build holds is not read: its unit keeps the old hash, so the old chunks are reused —
+    unless the configuration moved it to another collection, which needs it re-chunked."""
     trusted = {k for k in old_units if changes.unchanged(k)} if changes is not None else set[str]()
     sel = await asyncio.to_thread(select_files, inst, co, trusted)
     summary.excluded = dict(sel.excluded)
@@ -125,7 +127,7 @@ async def _read_documents(
     def read_all() -> list[Document]:
         docs = []
         for rel, coll in sel.files.items():
-            if rel in trusted:
+            if rel in trusted and old_colls.get(rel) == coll:
                 docs.append(Document(coll, rel, "", old_units[rel], path=rel, title=rel))
                 continue
             try:
@@ -213,10 +215,17 @@ async def build_index(
         summary.rebuilt_reason = "full rebuild requested"
     try:
         old_units = await old.units() if old else {}
+        old_colls = await old.unit_collections() if old else {}
         changes, summary.change_detection = await asyncio.to_thread(_change_set, co, old, full)
-        docs = await _read_documents(inst, co, summary, old_units, changes)
+        docs = await _read_documents(inst, co, summary, old_units, changes, old_colls)
         docs.extend(issue_document(i, inst.web_url) for i in issues)
-        reuse = {d.key for d in docs if old_units.get(d.key) == d.content_hash}
+        # A unit is reused when its content is unchanged *and* it belongs to the same
+        # collection (changing the include globs moves a file between docs and code).
+        reuse = {
+            d.key
+            for d in docs
+            if old_units.get(d.key) == d.content_hash and old_colls.get(d.key) == d.collection
+        }
         changed = [d for d in docs if d.key not in reuse]
         summary.units_reused = len(reuse)
         summary.units_changed = len(changed)

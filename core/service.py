@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .answer import Answerer
 from .config import Instance, Settings, find_instance, load_all
 from .embed import EmbedService, embed_service
+from .errors import IndexError_
 from .index import Progress, Summary, build_index
 from .llm import make_answerer
 from .models import Answer, Collection, Retrieval, Turn
@@ -51,6 +52,8 @@ class RepoExpert:
             lambda inst: embed_service(inst.embedding, settings.data_dir)
         )
         # One answerer for every instance when given (tests); else each instance's `llm` config.
+        self._owns_embedders = embedder_for is None
+        self._owned: set[EmbedService] = set()
         self.answerer = answerer
         self._answerers: dict[str, Answerer] = {}
         self._instances: dict[str, Instance] = {}
@@ -73,7 +76,10 @@ class RepoExpert:
         return inst
 
     def embedder(self, name: str) -> EmbedService:
-        return self._embedder_for(self.instance(name))
+        svc = self._embedder_for(self.instance(name))
+        if self._owns_embedders:
+            self._owned.add(svc)
+        return svc
 
     # -- indexing ----------------------------------------------------------------------------
     async def index(
@@ -153,6 +159,7 @@ class RepoExpert:
                 path = current_build(self.settings.data_dir, name)
                 assert path is not None
             new = await IndexReader.open(path)
+            await self._check_stamp(name, new)
             self._readers[name] = new
             now = time.monotonic()
             if r is not None:
@@ -212,8 +219,23 @@ class RepoExpert:
             a = self._answerers[name] = make_answerer(inst.llm, inst.name, sim)
         return a
 
+    async def _check_stamp(self, name: str, reader: IndexReader) -> None:
+        """Refuse to search vectors of another model: the query would be embedded differently."""
+        built = reader.stamp
+        model, dim, _ = await self.embedder(name).info()
+        if built.get("embedder") != model or built.get("dim") != dim:
+            await reader.close()
+            raise IndexError_(
+                f"the index of '{name}' was built with {built.get('embedder')} "
+                f"({built.get('dim')} d) but the instance now embeds with {model} ({dim} d): "
+                f"run `repo-expert index {name}` to rebuild it"
+            )
+
     async def close(self) -> None:
         for r in [*self._readers.values(), *(old for _, old in self._retired)]:
             await r.close()
         self._readers.clear()
         self._retired.clear()
+        for svc in self._owned:  # services this object took from the process registry
+            svc.close()
+        self._owned.clear()

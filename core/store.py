@@ -228,6 +228,10 @@ class IndexReader:
         async with self.db.execute("SELECT key, content_hash FROM units") as cur:
             return {k: h async for k, h in cur}
 
+    async def unit_collections(self) -> dict[str, str]:
+        async with self.db.execute("SELECT key, collection FROM units") as cur:
+            return {k: c async for k, c in cur}
+
 
 class BuildWriter:
     """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""

@@ -181,3 +181,57 @@ def test_index_requires_existing_repo_path(tmp_path: Path) -> None:
     app = RepoExpert(Settings(tmp_path / "i", tmp_path / "d"), embedder_for=lambda i: svc)
     with pytest.raises(SourceError, match=r"repo\.path: folder /nonexistent/repo does not exist"):
         asyncio.run(app.index("x"))
+
+
+@pytest.mark.asyncio
+async def test_asking_with_another_embedder_than_the_index_was_built_with_fails_clearly(
+    sample,
+) -> None:
+    from core.errors import IndexError_
+
+    app, tmp = sample["app"], sample["tmp"]
+    await app.index("widget")
+
+    class Other(FakeEmbedder):
+        name = "other-model"
+
+    svc = EmbedService(Other, None, 4)
+    other = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
+    with pytest.raises(IndexError_, match=r"built with fake-bow .* now embeds with other-model"):
+        await other.ask("widget", "default timeout")
+    await other.close()
+    svc.close()
+    svc.close()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_symlinks_and_collection_moves(sample) -> None:
+    import os
+
+    app, repo, tmp = sample["app"], sample["repo"], sample["tmp"]
+    secret = tmp / "outside-secret.txt"
+    secret.write_text("AWS_SECRET=hunter2")
+    os.symlink(secret, repo / "leak.md")
+    commit_all(repo)
+    s = await app.index("widget")
+    assert s.excluded["symbolic links"] == 1
+    r = await open_current(tmp / "data", "widget")
+    try:
+        assert not any("hunter2" in c.text for c in await r.all_chunks())
+    finally:
+        await r.close()
+    # Moving a file from docs to code by config re-chunks it in its new collection.
+    inst = tmp / "instances" / "widget.yaml"
+    inst.write_text(
+        inst.read_text() + "docs: {include: ['docs/**']}\ncode: {include: ['**/*.py', '*.md']}\n"
+    )
+    svc = sample["svc"]
+    app2 = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
+    s2 = await app2.index("widget")
+    r = await open_current(tmp / "data", "widget")
+    try:
+        colls = {c.path: c.collection for c in await r.all_chunks() if c.path == "README.md"}
+        assert colls == {"README.md": "code"} and s2.units_changed >= 1
+    finally:
+        await r.close()
+    await app2.close()

@@ -414,21 +414,20 @@ def test_cli_sync_and_status(
     sha = make_repo(repo, SAMPLE_REPO)
     (tmp_path / "i").mkdir()
     (tmp_path / "i" / "widget.yaml").write_text(f"repo: {{path: {repo}}}\nsync_interval: 60\n")
-    svc = EmbedService(FakeEmbedder, None, 4)
-    monkeypatch.setattr("core.service.embed_service", lambda cfg, data: svc)
+    # Each command is a process of its own that closes the embedding service it used.
+    monkeypatch.setattr(
+        "core.service.embed_service", lambda cfg, data: EmbedService(FakeEmbedder, None, 4)
+    )
     base = ["--instances", str(tmp_path / "i"), "--data", str(tmp_path / "d")]
-    try:
-        assert main([*base, "sync", "widget", "-q"]) == 0
-        out = capsys.readouterr().out
-        assert out.startswith("synced widget") and "chunks embedded" in out
-        assert main([*base, "sync", "--all", "--json"]) == 0
-        rep = json.loads(capsys.readouterr().out)
-        assert rep["ok"] and rep["index"]["chunks_embedded"] == 0 and rep["commit"] == sha
-        assert main([*base, "status", "--json"]) == 0
-        st: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
-        assert st[0]["indexed_commit"] == sha and st[0]["last_sync_ok"] is True
-        assert main([*base, "status", "widget"]) == 0
-        assert f"indexed:       {sha}" in capsys.readouterr().out
-        assert main([*base, "sync"]) == 2  # neither a name nor --all
-    finally:
-        svc.close()
+    assert main([*base, "sync", "widget", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("synced widget") and "chunks embedded" in out
+    assert main([*base, "sync", "--all", "--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["ok"] and rep["index"]["chunks_embedded"] == 0 and rep["commit"] == sha
+    assert main([*base, "status", "--json"]) == 0
+    st: list[dict[str, Any]] = json.loads(capsys.readouterr().out)
+    assert st[0]["indexed_commit"] == sha and st[0]["last_sync_ok"] is True
+    assert main([*base, "status", "widget"]) == 0
+    assert f"indexed:       {sha}" in capsys.readouterr().out
+    assert main([*base, "sync"]) == 2  # neither a name nor --all

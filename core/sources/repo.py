@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import urllib.parse
 from collections.abc import Collection as Paths
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,9 @@ class Selection:
 def _git(root: Path, *args: str, auth: dict[str, str] | None = None) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(auth or {})}
     r = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, env=env, check=False
-    )
+        ["git", "-C", str(root), *args], capture_output=True, env=env, check=False,
+        encoding="utf-8", errors="surrogateescape",  # a file name need not be valid UTF-8
+    )  # fmt: skip
     if r.returncode != 0:
         raise SourceError(f"git {' '.join(args[:2])} failed in {root}: {r.stderr.strip()[:300]}")
     return r.stdout
@@ -189,6 +191,14 @@ def select_files(inst: Instance, co: Checkout, trusted: Paths[str] = ()) -> Sele
             sel.skip("not matched by docs/code include globs")
             continue
         p = co.root / rel
+        if p.is_symlink():  # it may point outside the repository (a secret, the bot's .env)
+            sel.skip("symbolic links")
+            continue
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError:
+            sel.skip("file name is not valid UTF-8")
+            continue
         try:
             size = p.stat().st_size
         except OSError:
@@ -216,4 +226,4 @@ def permalink(web_url: str | None, commit: str | None, path: str, start: int, en
         return f"{path}#L{start}-L{end}"
     ref = commit or "HEAD"
     anchor = f"#L{start}" if start == end else f"#L{start}-L{end}"
-    return f"{web_url}/blob/{ref}/{path}{anchor}"
+    return f"{web_url}/blob/{ref}/{urllib.parse.quote(path)}{anchor}"
