@@ -202,7 +202,7 @@ async def _candidates(
     collections: tuple[Collection, ...],
 ) -> tuple[dict[Collection, list[Candidate]], dict[str, Any]]:
     """Per collection: dense ∪ lexical ∪ exact candidates, each with one hybrid score."""
-    extra = english_terms(text) if opt.glossary else []
+    extra = english_terms(text) if opt.glossary and opt.mode == "full" else []
     match = fts_query(" ".join([text, *route.identifiers, *route.paths, *extra]), max_terms=40)
     exact = await _exact_rows(reader, route, text) if opt.mode == "full" else {}
     lex: dict[Collection, list[tuple[int, float]]] = {}
@@ -265,7 +265,8 @@ async def retrieve(
     else:
         weights = {c: static.get(c, 1.0) for c in COLLECTIONS}
     qtext = question
-    if opt.glossary_dense and (extra := english_terms(question)):
+    # Baselines (dense, bm25, rrf) see the question as asked: the glossary is ours.
+    if opt.mode == "full" and opt.glossary_dense and (extra := english_terms(question)):
         qtext = f"{question} ({' '.join(extra)})"
     q = await embedder.embed_query(qtext)
     timings["embed_query"] = (time.perf_counter() - t) * 1000
