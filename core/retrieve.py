@@ -139,6 +139,7 @@ class Options:
     collections: tuple[Collection, ...] = COLLECTIONS
 
 
+_DISTINCT = re.compile(r"[_.]|::|[a-z0-9][A-Z]")
 _CALLERS = re.compile(
     r"\b(who\s+calls|callers?\s+of|call\s+sites?|used\s+by|usages?\s+of|qui[ée]n\s+llama|"
     r"d[óo]nde\s+se\s+(?:usa|llama))\b",
@@ -308,14 +309,17 @@ async def _issue_hop(
     issue_rows: list[int] = []
     for n in route.issues[:2]:
         issue_rows.extend((await reader.issue_rows(n))[:2])
-    static = opt.weights or {}
     if not issue_rows:  # no such issue indexed: answer the question as asked
+        static = opt.weights or {}
         w = {c: route.weights.get(c, 1.0) * static.get(c, 1.0) for c in COLLECTIONS}
         return select(hits, opt.k, opt.floor, w)
     chunks = await reader.chunks_by_rows("issues", issue_rows)
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
+    # Only distinctive names from a long issue text (snake_case, camelCase, dotted, calls): a
+    # plain word in backticks ("`ask`") would pull in every definition of that word.
+    sub.identifiers = [i for i in sub.identifiers if _DISTINCT.search(i)]
     t = time.perf_counter()
     # The title and the opening of the body say what the issue is about; a query of ~150
     # tokens embeds in a fraction of the time of the whole thread.
@@ -323,14 +327,12 @@ async def _issue_hop(
     timings["embed_hop_query"] = (time.perf_counter() - t) * 1000
     code_hits, _ = await _candidates(
         reader, q2, issue_text[:600], sub, Options(**{**opt.__dict__, "mode": "full"}),
-        ("code", "docs"),
+        ("code",),
     )  # fmt: skip
+    # The question asks for code: the rest of the slots go to the code the issue points at
+    # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
-    hop_w: dict[Collection, float] = {
-        "code": 1.5 * static.get("code", 1.0),
-        "docs": static.get("docs", 1.0),
-    }
-    rest, slots = select(code_hits, opt.k - len(first), opt.floor, hop_w)
+    rest, slots = select(code_hits, opt.k - len(first), opt.floor)
     slots = {**slots, "issues": len(first)}
     return first + rest, slots
 

@@ -22,6 +22,7 @@ _ISSUE_REF = re.compile(
     re.IGNORECASE,
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(\)")
 _SNAKE = re.compile(
     r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b_[a-z0-9_]+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
@@ -122,11 +123,18 @@ def analyse(question: str) -> Route:
         r.paths.append(f.split(":")[0])
     r.paths = _dedupe(r.paths)
 
-    idents = [b.strip("() ") for b in _BACKTICK.findall(q)]
+    # Backticks quote code, but also commands and config snippets: keep what looks like a name.
+    idents = [
+        b.strip("() ") for b in _BACKTICK.findall(q) if _NAME.fullmatch(b.strip("() "))
+    ]
     idents += _CALL.findall(q)
     idents += _SNAKE.findall(q)
     idents += _CAMEL.findall(q)
-    idents += [d for d in _DOTTED.findall(q) if not any(d in p for p in r.paths)]
+    idents += [
+        d
+        for d in _DOTTED.findall(q)
+        if not any(d in p for p in r.paths) and max(len(x) for x in d.split(".")) > 2
+    ]  # "e.g", "i.e" are not names
     r.identifiers = _dedupe(
         [i for i in r.identifiers + idents if i not in r.paths and not i.startswith("http")]
     )

@@ -36,6 +36,7 @@ class Piece:
 _ABBREV = {
     "e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "fig", "cf", "approx",
     "p.ej", "ej", "sr", "sra", "dra", "núm", "pág", "p", "pp", "al", "inc", "ltd", "jr", "sec",
+    "incl", "ca", "resp", "esp", "min", "max", "ver", "vol", "ed", "aprox",
 }  # fmt: skip
 _SENT_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s+)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
