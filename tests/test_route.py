@@ -109,3 +109,9 @@ def test_kind_keywords_match_whole_words() -> None:
     # "Which programming …" is not "which PR"; "reportedly" is not "reported".
     assert analyse("Which programming languages are chunked by symbol?").kind != "issues"
     assert analyse("Which PR changed the parser?").kind == "issues"
+
+
+def test_backticked_commands_and_abbreviations_are_not_identifiers() -> None:
+    r = analyse("Run `repo-expert serve slack`, then call `ask` (e.g. from `bot/common.py`).")
+    assert r.identifiers == ["ask"]
+    assert "bot/common.py" in r.paths
