@@ -180,12 +180,19 @@ def _code_quotes(body: str) -> list[str]:
     """For code: the definition line and the docstring/comment sentences."""
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
-    sig = next(
-        (ln.strip() for ln in lines if re.match(r"\s*(async\s+)?(def|class|func|fn|function|"
-         r"pub|public|private|static|export|interface|struct|impl|module)\b", ln)),
+    start = next(
+        (i for i, ln in enumerate(lines) if re.match(r"\s*(async\s+)?(def|class|func|fn|"
+         r"function|pub|public|private|static|export|interface|struct|impl|module)\b", ln)),
         None,
     )  # fmt: skip
-    if sig:
+    if start is not None:
+        # A signature may span lines: join them up to the line that opens the body.
+        sig_lines = []
+        for ln in lines[start : start + 8]:
+            sig_lines.append(ln.strip())
+            if ln.rstrip().endswith((":", "{")):
+                break
+        sig = clip(" ".join(sig_lines).replace("( ", "(").replace(" )", ")"), 200)
         out.append(f"`{sig.rstrip(':{ ')}`")
     doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
     comment = doc.group(1) or doc.group(2) if doc else None
@@ -277,6 +284,11 @@ class ExtractiveAnswerer:
             best = [x for x in scored if x[0] > 0][: self.per_source] or [
                 min(scored, key=lambda x: x[1])
             ]
+            if src.collection == "code":
+                # A definition is quoted with what its docstring says it does.
+                for x in scored:
+                    if x[1] <= 1 and x not in best:
+                        best.append(x)
             best.sort(key=lambda x: x[1])  # in the source's own order
             quoted = " ".join(quote(s) for _, _, s in best)
             label = _label(src)

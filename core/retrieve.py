@@ -45,6 +45,7 @@ class Candidate:
     collection: Collection
     row: int
     score: float
+    bonus: float = 0.0  # the exact-hit part of ``score``: ranks, but doesn't stretch the range
 
 
 def allocate(
@@ -102,8 +103,20 @@ def select(
     floor: float,
     weights: dict[Collection, float] | None = None,
 ) -> tuple[list[Candidate], dict[Collection, int]]:
-    """Pick the top candidates of each collection per :func:`allocate`, best first."""
-    slots = allocate({c: [h.score for h in hs] for c, hs in hits.items()}, k, floor, weights)
+    """Pick the top candidates of each collection per :func:`allocate`, best first.
+
+    The allocation sees scores without the exact-hit bonus: one named definition must not
+    squash the range so that nothing else looks relevant. An exact hit still ranks first in
+    its collection, and a collection holding one gets at least one slot."""
+    slots = allocate(
+        {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights
+    )
+    for c, hs in hits.items():
+        if slots.get(c, 0) == 0 and any(h.bonus > 0 for h in hs):
+            if sum(slots.values()) >= k:
+                biggest = max(slots, key=lambda x: slots[x])
+                slots[biggest] -= 1
+            slots[c] = 1
     chosen: list[Candidate] = []
     for c, hs in hits.items():
         chosen.extend(sorted(hs, key=lambda h: -h.score)[: slots.get(c, 0)])
@@ -242,7 +255,8 @@ async def _candidates(
         cands = []
         for row, s in zip(order, cos, strict=True):
             bonus = opt.exact_bonus if row in exact.get(c, {}) else 0.0
-            cands.append(Candidate(c, row, float(s) + opt.alpha * lexs.get(row, 0.0) + bonus))
+            base = float(s) + opt.alpha * lexs.get(row, 0.0)
+            cands.append(Candidate(c, row, base + bonus, bonus))
         out[c] = sorted(cands, key=lambda h: -h.score)[: opt.candidates]
         for row, reason in exact.get(c, {}).items():
             why.setdefault(c, []).append({"row": row, "why": reason})
