@@ -164,3 +164,21 @@ async def test_who_calls_finds_the_call_sites(sample) -> None:
     assert "calls parse_config" in why and "defines parse_config" in why
     paths = [s.path for s in r.sources if s.collection == "code"]
     assert "src/widget/app.py" in paths and "src/widget/config.py" in paths
+
+
+def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
+    from core.retrieve import Candidate, select
+
+    code = [Candidate("code", 0, 0.88 + 0.15, 0.15)] + [
+        Candidate("code", i, 0.88 - i * 0.005) for i in range(1, 6)
+    ]
+    docs = [Candidate("docs", i, 0.875 - i * 0.005) for i in range(4)]
+    issues = [Candidate("issues", 0, 0.80)]
+    chosen, slots = select({"code": code, "docs": docs, "issues": issues}, 6, 0.5)
+    assert chosen[0].row == 0 and chosen[0].collection == "code"
+    assert len(chosen) == 6 and slots["docs"] >= 1 and slots["issues"] == 0
+    # Without the bonus taken out, the one exact hit would have been the only relevant chunk.
+    from core.retrieve import allocate
+
+    squashed = allocate({"code": [h.score for h in code], "docs": [h.score for h in docs]}, 6)
+    assert squashed["docs"] == 0
