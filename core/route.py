@@ -124,9 +124,7 @@ def analyse(question: str) -> Route:
     r.paths = _dedupe(r.paths)
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
-    idents = [
-        b.strip("() ") for b in _BACKTICK.findall(q) if _NAME.fullmatch(b.strip("() "))
-    ]
+    idents = [b.strip("() ") for b in _BACKTICK.findall(q) if _NAME.fullmatch(b.strip("() "))]
     idents += _CALL.findall(q)
     idents += _SNAKE.findall(q)
     idents += _CAMEL.findall(q)
