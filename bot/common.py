@@ -22,7 +22,7 @@ from core.config import Instance
 from core.conversations import ConversationStore, FeedbackRecord, Verdict
 from core.errors import ConfigError, RepoExpertError
 from core.models import Answer, Source
-from core.service import RepoExpert
+from core.service import OnText, RepoExpert
 
 from . import messages
 from .settings import ServeConfig
@@ -191,13 +191,18 @@ class ChatCore:
         self.access = Access(instances if instances is not None else app.load_instances())
         self.limits = Limits(config.rate_limit, config.rate_window, config.max_concurrent)
 
-    async def ask(self, place: Place, thread: str, pick: Pick, user: str) -> Reply:
-        """Answer ``pick`` in ``thread`` with the thread's earlier turns, and record the turn."""
+    async def ask(
+        self, place: Place, thread: str, pick: Pick, user: str, on_text: OnText | None = None
+    ) -> Reply:
+        """Answer ``pick`` in ``thread`` with the thread's earlier turns, and record the turn.
+        ``on_text``: the streamed preview, where the answerer streams (``RepoExpert.ask``)."""
         if not self.access.allows(pick.instance, place):  # the adapters checked; make sure
             raise NotAllowed(f"instance {pick.instance} is not allowed in {place}")
         n = self.config.history_turns
         history = await self.store.history(place.platform, thread, n) if n else []
-        answer = await self.app.ask(pick.instance, pick.question, conversation=history or None)
+        answer = await self.app.ask(
+            pick.instance, pick.question, conversation=history or None, on_text=on_text
+        )
         turn = await self.store.add_turn(
             place.platform, thread, pick.instance, user, pick.question, answer
         )

@@ -62,6 +62,9 @@ def searching(instance: str) -> str:
     return f"Searching `{instance}` …"
 
 
+WRITING = "Writing the answer … (a preview: sources and checks come with the answer)"
+
+
 def rate_limited(wait_s: float) -> str:
     return f"You're asking faster than I can answer: please try again in {math.ceil(wait_s)} s."
 

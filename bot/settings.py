@@ -38,6 +38,13 @@ class SlackSettings(_Model):
         description="Answer every reply in a thread the bot answered, not only replies that "
         "mention it (needs the message.channels/message.groups events).",
     )
+    stream_interval: float = Field(
+        default=1.0,
+        ge=0,
+        description="While a language model streams its answer, the 'Searching …' message "
+        "shows the text so far, updated (chat.update) at most once per this many seconds; "
+        "0: no previews, only the final answer.",
+    )
 
     @field_validator("command")
     @classmethod

@@ -6,12 +6,17 @@
   answered (or any reply there, with ``thread_replies``) is a follow-up with the thread's turns.
 * While working: an 👀 reaction on a mention and a "Searching …" message in the thread, which the
   answer replaces (``chat.update``). On failure that message becomes one line saying so.
+* Where the model streams, that message shows the answer so far (``chat.update`` at most once per
+  ``stream_interval`` seconds, one section, marked as a preview) until the checked answer
+  replaces it. (Slack's ``chat.startStream``/``appendStream`` only append text, while the
+  preview must give way to the renumbered, checked answer; so ``chat.update``.)
 * 👍/👎 buttons record feedback. Refusals (access, rate limit, busy, help) are ephemeral.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -24,7 +29,7 @@ from core.conversations import Verdict
 from . import messages
 from .common import Background, ChatCore, Pick, Place, Refusal, Slot, failure_line
 from .settings import SlackSettings
-from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text
+from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text, preview_message
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,28 @@ def problem_line(exc: BaseException) -> str:
         if error in _CANNOT_POST:
             return messages.cannot_post(error)
     return failure_line(exc)
+
+
+class Preview:
+    """The streamed answer so far, shown in the "Searching …" message by ``chat.update`` at most
+    once per ``interval`` seconds (monotonic clock; the first text waits that long after the
+    message was posted). Text arriving in between waits for the next update or for the answer."""
+
+    def __init__(self, client: AsyncWebClient, channel: str, ts: str, interval: float) -> None:
+        self.client, self.channel, self.ts, self.interval = client, channel, ts, interval
+        self.last = time.monotonic()
+        self.updates = 0
+
+    async def __call__(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        msg = preview_message(text)
+        await self.client.chat_update(
+            channel=self.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
+        )
+        self.updates += 1
 
 
 class SlackBot:
@@ -202,7 +229,11 @@ class SlackBot:
                 channel=channel, thread_ts=thread_ts, text=messages.searching(pick.instance)
             )
             status_ts = str(status["ts"])
-            reply = await self.core.ask(place, thread_key(place, thread_ts), pick, user)
+            interval = self.settings.stream_interval
+            preview = Preview(self.client, channel, status_ts, interval) if interval else None
+            reply = await self.core.ask(
+                place, thread_key(place, thread_ts), pick, user, on_text=preview
+            )
             parts = answer_messages(reply.answer, reply.turn_id)
             first, rest = parts[0], parts[1:]
             await self.client.chat_update(

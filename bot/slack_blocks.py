@@ -115,6 +115,19 @@ def feedback_block(turn_id: int) -> Block:
     }
 
 
+def preview_message(text: str, section_limit: int = SECTION_TEXT_LIMIT) -> SlackMessage:
+    """A streamed answer so far: one section (clipped with an ellipsis) and a "preview" line."""
+    body = escape(text)
+    if len(body) > section_limit:
+        body = body[: section_limit - 1]
+        amp = body.rfind("&", len(body) - 4)
+        if amp >= 0 and ";" not in body[amp:]:
+            body = body[:amp]  # never half an entity
+        body += "…"
+    fallback = text if len(text) <= FALLBACK_CHARS else text[: FALLBACK_CHARS - 1] + "…"
+    return SlackMessage(text=fallback, blocks=[_section(body), _context(messages.WRITING)])
+
+
 def answer_messages(
     answer: Answer,
     turn_id: int | None,

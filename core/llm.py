@@ -17,6 +17,13 @@ back: ``NO_ANSWER`` becomes the plain "the sources don't contain the answer" wit
 sources; citations go through :func:`~core.answer.finalize_citations`; each sentence goes through
 the support check (``support.py``). If the model is down — or its reply cites nothing, so nothing
 in it can be verified — the person gets the extractive answer with its sources and a one-line note.
+
+Streaming: given ``on_text``, a model is asked for a streamed reply (OpenAI ``stream=True``,
+Anthropic ``stream=True``) and ``on_text(text_so_far)`` is awaited as the deltas arrive. That text
+is a *preview*: the raw reply, before citations are renumbered and checked; the :class:`Answer`
+returned at the end is built exactly as without streaming, and is what a face must show last. A
+retried request starts its preview again from the empty string; an ``on_text`` that raises is
+logged and not called again, and never costs the answer.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -49,6 +56,8 @@ log = logging.getLogger(__name__)
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 RETRY_AFTER_CAP = 30.0
 
+OnText = Callable[[str], Awaitable[None]]  # receives the streamed reply so far (a preview)
+
 
 class LLMError(RepoExpertError):
     """The language model could not give an answer (down, refused, timed out, unreadable)."""
@@ -57,7 +66,9 @@ class LLMError(RepoExpertError):
 class ChatModel(Protocol):
     label: str  # "openai gpt-4o-mini at api.openai.com": safe to show and log
 
-    async def complete(self, system: str, messages: list[dict[str, str]]) -> str: ...
+    async def complete(
+        self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
+    ) -> str: ...
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -88,17 +99,22 @@ class _SDKChat:
         self._key = api_key
         self.label = f"{self.provider} {model} at {_host(cfg.base_url, self.default_host)}"
 
-    async def _once(self, system: str, messages: list[dict[str, str]]) -> str:
+    async def _once(
+        self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
+    ) -> str:
         raise NotImplementedError
 
-    async def complete(self, system: str, messages: list[dict[str, str]]) -> str:
+    async def complete(
+        self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
+    ) -> str:
+        """The model's reply; streamed to ``on_text`` as it comes when given (a preview)."""
         attempt = 0
         while True:
             t = time.perf_counter()
             try:
                 # The SDK's own timeout bounds each phase; this bounds the whole request.
                 async with asyncio.timeout(self.cfg.timeout + 1.0):
-                    text = await self._once(system, messages)
+                    text = await self._once(system, messages, on_text)
             except Exception as e:  # mapped below; nothing SDK-shaped leaves this function
                 retry, why, after = self._classify(e)
             else:
@@ -132,6 +148,8 @@ class _SDKChat:
             return status in (408, 409, 429) or status >= 500, why, after
         if name == "APIConnectionError":
             return True, "cannot connect", None
+        if name in ("RemoteProtocolError", "ReadError"):  # httpx, while reading a stream
+            return True, "the connection broke off", None
         if name == "APIResponseValidationError":
             return False, "the reply is not in the expected format", None
         log.debug("%s: unexpected %s", self.label, name)
@@ -167,7 +185,9 @@ class OpenAIChat(_SDKChat):
     provider = "openai"
     default_host = "api.openai.com"
 
-    async def _once(self, system: str, messages: list[dict[str, str]]) -> str:
+    async def _once(
+        self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
+    ) -> str:
         from openai import AsyncOpenAI
 
         async with AsyncOpenAI(
@@ -176,6 +196,22 @@ class OpenAIChat(_SDKChat):
             extra: dict[str, Any] = {}
             if self.cfg.temperature is not None:
                 extra["temperature"] = self.cfg.temperature
+            if on_text is not None:
+                parts: list[str] = []
+                # (typed as Any: the SDKs' overloads don't resolve with the arguments above)
+                stream: Any = await client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "system", "content": system}, *messages],  # type: ignore[list-item]
+                    max_tokens=self.cfg.max_answer_tokens,
+                    stream=True,
+                    **extra,
+                )
+                async for chunk in stream:
+                    delta = chunk.choices[0].delta.content if chunk.choices else None
+                    if delta:
+                        parts.append(delta)
+                        await on_text("".join(parts))
+                return "".join(parts)
             resp = await client.chat.completions.create(
                 model=self.model,
                 messages=[{"role": "system", "content": system}, *messages],  # type: ignore[list-item]
@@ -191,7 +227,9 @@ class AnthropicChat(_SDKChat):
     provider = "anthropic"
     default_host = "api.anthropic.com"
 
-    async def _once(self, system: str, messages: list[dict[str, str]]) -> str:
+    async def _once(
+        self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
+    ) -> str:
         from anthropic import AsyncAnthropic
 
         async with AsyncAnthropic(
@@ -199,6 +237,21 @@ class AnthropicChat(_SDKChat):
         ) as client:
             # This SDK has no temperature parameter; the Messages API takes it in the body.
             extra = {} if self.cfg.temperature is None else {"temperature": self.cfg.temperature}
+            if on_text is not None:
+                parts: list[str] = []
+                stream: Any = await client.messages.create(
+                    model=self.model,
+                    system=system,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=self.cfg.max_answer_tokens,
+                    extra_body=extra or None,
+                    stream=True,
+                )
+                async for event in stream:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        parts.append(event.delta.text)
+                        await on_text("".join(parts))
+                return "".join(parts)
             resp = await client.messages.create(
                 model=self.model,
                 system=system,
@@ -260,9 +313,17 @@ class LLMAnswerer:
         self.fallback = fallback or ExtractiveAnswerer()
         self.name = model.label
 
+    streams = True  # answer() takes on_text (see the module docstring)
+
     async def answer(
-        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+        self,
+        question: str,
+        retrieval: Retrieval,
+        conversation: list[Turn] | None = None,
+        on_text: OnText | None = None,
     ) -> Answer:
+        """The checked answer. With ``on_text`` the reply is streamed to it as a preview; the
+        returned answer is the same as without (citations renumbered, support checked)."""
         lang = detect_language(question)
         if not retrieval.sources:
             return await self.fallback.answer(question, retrieval, conversation)
@@ -274,7 +335,10 @@ class LLMAnswerer:
                   len(ctx.sources), ctx.dropped, ctx.cut, ctx.tokens)  # fmt: skip
         t = time.perf_counter()
         try:
-            reply = await self.model.complete(ctx.system, ctx.messages)
+            if on_text is None:
+                reply = await self.model.complete(ctx.system, ctx.messages)
+            else:
+                reply = await self.model.complete(ctx.system, ctx.messages, _guarded(on_text))
         except LLMError as e:
             return await self._fall_back(question, retrieval, conversation, f"{e}")
         ms = (time.perf_counter() - t) * 1000
@@ -307,6 +371,24 @@ class LLMAnswerer:
         ans = await self.fallback.answer(question, retrieval, conversation)
         ans.note = f"{why} — showing the extractive answer instead."
         return ans
+
+
+def _guarded(on_text: OnText) -> OnText:
+    """``on_text`` that logs its first failure and is then skipped: a preview never costs the
+    answer."""
+    broken = False
+
+    async def call(text: str) -> None:
+        nonlocal broken
+        if broken:
+            return
+        try:
+            await on_text(text)
+        except Exception:
+            broken = True
+            log.warning("streaming preview failed; the answer is still coming", exc_info=True)
+
+    return call
 
 
 def make_answerer(

@@ -21,7 +21,7 @@ from .config import Instance, Settings, find_instance, load_all
 from .embed import EmbedService, embed_service
 from .errors import IndexError_
 from .index import Progress, Summary, build_index
-from .llm import make_answerer
+from .llm import OnText, make_answerer
 from .models import Answer, Collection, Retrieval, Turn
 from .prompt import resolve_followup
 from .retrieve import Options, retrieve
@@ -192,8 +192,19 @@ class RepoExpert:
         )  # fmt: skip
         return await retrieve(reader, self.embedder(name), question, opt)
 
-    async def ask(self, name: str, question: str, conversation: list[Turn] | None = None) -> Answer:
-        """Answer a question about one instance, with numbered, permalinked sources."""
+    async def ask(
+        self,
+        name: str,
+        question: str,
+        conversation: list[Turn] | None = None,
+        on_text: OnText | None = None,
+    ) -> Answer:
+        """Answer a question about one instance, with numbered, permalinked sources.
+
+        ``on_text``: where the answerer streams (a language model), awaited with the reply so far
+        as it arrives. That is a preview — raw citation markers, nothing checked yet; the answer
+        returned is the same as without ``on_text`` and replaces it. Extractive answers don't
+        stream: ``on_text`` is never called."""
         t = time.perf_counter()
         # A follow-up ("and its default?") is searched together with the turn it follows; the
         # answerer gets the question as asked, and the conversation.
@@ -202,7 +213,13 @@ class RepoExpert:
         if query != question:
             retrieval.route["query"] = query
         ta = time.perf_counter()
-        answer = await self.answerer_for(name).answer(question, retrieval, conversation)
+        answerer = self.answerer_for(name)
+        if on_text is not None and getattr(answerer, "streams", False):
+            answer = await answerer.answer(  # type: ignore[call-arg]
+                question, retrieval, conversation, on_text=on_text
+            )
+        else:
+            answer = await answerer.answer(question, retrieval, conversation)
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000
         return answer

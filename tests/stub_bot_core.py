@@ -4,6 +4,7 @@ answerer wrappers around the real answerer (record, hold at a gate, lengthen, fa
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from core.answer import Answerer
@@ -72,6 +73,34 @@ class GatedAnswerer:
         self.entered.set()
         await self.release.wait()
         return await self.inner.answer(question, retrieval, conversation)
+
+
+class StreamingAnswerer:
+    """A model that streams: ``on_text`` gets ``steps`` growing prefixes of ``preview`` (default:
+    the real answer's text) ``gap`` seconds apart, then the real answer is returned."""
+
+    streams = True
+
+    def __init__(self, inner: Answerer, steps: int = 20, gap: float = 0.05) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.steps, self.gap = steps, gap
+        self.preview: str | None = None
+
+    async def answer(
+        self,
+        question: str,
+        retrieval: Retrieval,
+        conversation: list[Turn] | None = None,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> Answer:
+        a = await self.inner.answer(question, retrieval, conversation)
+        text = self.preview if self.preview is not None else a.text
+        if on_text is not None:
+            for i in range(1, self.steps + 1):
+                await on_text(text[: max(1, len(text) * i // self.steps)])
+                await asyncio.sleep(self.gap)
+        return a
 
 
 def section_texts(blocks: list[dict[str, Any]]) -> list[str]:

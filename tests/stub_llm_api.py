@@ -6,6 +6,11 @@ wire formats, so the real ``openai`` and ``anthropic`` SDKs can be pointed at it
 It records every request (path, headers, JSON body) and answers from a script: a list of
 :class:`Reply` consumed one per request, then ``default``; or a ``responder`` function of the
 request. A reply can be an error status with a body, or a delay (for timeouts).
+
+A request with ``"stream": true`` is answered in the API's server-sent events (OpenAI
+``chat.completion.chunk`` lines ending ``data: [DONE]``; Anthropic ``message_start`` …
+``message_stop``), the text in pieces of a few words (:func:`pieces`), ``gap`` seconds apart;
+``cut`` breaks the connection off halfway through the stream.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class Reply:
     error: str = "stub error"  # message in the error body, for status >= 400
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    gap: float = 0.0  # seconds between streamed events
+    cut: bool = False  # a stream breaks off halfway (the connection is dropped)
 
 
 @dataclass
@@ -88,6 +95,13 @@ class StubLLMServer:
                         reply = Reply(status=400, error=f"stub responder failed: {e}")
                 if reply.delay:
                     time.sleep(reply.delay)
+                if (
+                    body.get("stream")
+                    and reply.status < 400
+                    and self.path.endswith(("/chat/completions", "/messages"))
+                ):
+                    self._stream(reply, body)
+                    return
                 if self.path.endswith("/chat/completions"):
                     payload = _openai(reply, body)
                 elif self.path.endswith("/messages"):
@@ -105,6 +119,31 @@ class StubLLMServer:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+                openai = self.path.endswith("/chat/completions")
+                events = (_openai_events if openai else _anthropic_events)(reply, body)
+                if reply.cut:
+                    events = events[: len(events) // 2]
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    for ev in events:
+                        data = ev.encode()
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        self.wfile.flush()
+                        if reply.gap:
+                            time.sleep(reply.gap)
+                    if reply.cut:  # no last chunk: the client sees the body end too soon
+                        self.close_connection = True
+                        return
+                    self.wfile.write(b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -149,6 +188,74 @@ def _anthropic(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "stop_reason": "end_turn", "stop_sequence": None,
         "usage": {"input_tokens": 1, "output_tokens": 1},
     }  # fmt: skip
+
+
+def pieces(text: str, words: int = 2) -> list[str]:
+    """``text`` in the pieces a stub stream sends: ``words`` words each, spacing kept."""
+    tokens = re.findall(r"\s*\S+\s*", text) or [text]
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
+
+
+def _sse(data: dict[str, Any] | str, event: str | None = None) -> str:
+    line = data if isinstance(data, str) else json.dumps(data)
+    return (f"event: {event}\n" if event else "") + f"data: {line}\n\n"
+
+
+def _openai_events(reply: Reply, body: dict[str, Any]) -> list[str]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _sse({
+            "id": "chatcmpl-stub", "object": "chat.completion.chunk", "created": 0,
+            "model": body.get("model", "stub"),
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })  # fmt: skip
+
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": p}) for p in pieces(reply.text)),
+        chunk({}, "stop"),
+        _sse("[DONE]"),
+    ]
+
+
+def _anthropic_events(reply: Reply, body: dict[str, Any]) -> list[str]:
+    start = {
+        "id": "msg_stub", "type": "message", "role": "assistant",
+        "model": body.get("model", "stub"), "content": [], "stop_reason": None,
+        "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1},
+    }  # fmt: skip
+    return [
+        _sse({"type": "message_start", "message": start}, "message_start"),
+        _sse(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+            "content_block_start",
+        ),
+        _sse({"type": "ping"}, "ping"),
+        *(
+            _sse(
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": p},
+                },
+                "content_block_delta",
+            )
+            for p in pieces(reply.text)
+        ),
+        _sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+        _sse(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 1},
+            },
+            "message_delta",
+        ),
+        _sse({"type": "message_stop"}, "message_stop"),
+    ]
 
 
 _BLOCK = re.compile(r"<source ([^>]*)>\n(.*?)\n</source>", re.S)

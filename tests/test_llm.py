@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,93 @@ async def test_429_is_retried_with_growing_backoff(sample, stub, provider, monke
     stub.script = [Reply(status=429, headers={"retry-after": "0.6"}), ok]
     await app.ask("widget", "What is the default timeout?")
     assert stub.requests[-1].at - stub.requests[-2].at >= 0.6
+
+
+# -- streaming ---------------------------------------------------------------------------------
+def renumbering_reply(req: Request) -> Reply:
+    r, o = two_blocks(req)
+    first, second = max(r, o), min(r, o)
+    says = {r: "The default timeout is thirty seconds", o: first_line(req, o)}
+    return Reply(f"{says[first]} [{first}]. {says[second]} [{second}] [17].")
+
+
+def collector() -> tuple[list[str], Any]:
+    seen: list[str] = []
+
+    async def on_text(text: str) -> None:
+        seen.append(text)
+
+    return seen, on_text
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_streamed_answer_grows_and_ends_as_the_unstreamed_one(
+    sample, stub, provider, monkeypatch
+) -> None:
+    app = use_llm(sample, stub, provider, monkeypatch)
+    stub.responder = renumbering_reply
+    q = "Is the timeout ignored in widget.toml?"
+    plain = await app.ask("widget", q)
+    seen, on_text = collector()
+    streamed = await app.ask("widget", q, on_text=on_text)
+    assert stub.errors == [] and "stream" not in stub.requests[0].body
+    assert stub.requests[1].body["stream"] is True
+    raw = renumbering_reply(stub.requests[1]).text
+    assert len(seen) >= 3 and seen[-1] == raw  # the preview is the raw reply, markers and all
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in pairwise(seen))
+    assert streamed.text == plain.text and "[17]" not in streamed.text
+    assert [s.chunk_id for s in streamed.sources] == [s.chunk_id for s in plain.sources]
+    assert (streamed.unsupported, streamed.dropped_markers, streamed.note) == (
+        plain.unsupported, plain.dropped_markers, plain.note,
+    )  # fmt: skip
+    assert streamed.backend == plain.backend != "extractive"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_a_broken_stream_is_retried_and_a_failed_one_falls_back(
+    sample, stub, provider, monkeypatch
+) -> None:
+    app = use_llm(sample, stub, provider, monkeypatch, max_retries=1)
+    ok = "The default timeout is thirty seconds [1]. It is set in widget.toml [1]."
+    stub.script = [Reply(ok, cut=True), Reply(ok)]
+    seen, on_text = collector()
+    a = await app.ask("widget", "What is the default timeout?", on_text=on_text)
+    assert stub.count() == 2 and a.backend != "extractive" and not a.note
+    assert seen[-1] == ok
+    restart = next(i for i in range(1, len(seen)) if not seen[i].startswith(seen[i - 1]))
+    assert seen[restart - 1] in ok and len(seen[restart]) < len(seen[restart - 1])
+    # Broken twice: the extractive answer with a note, as without streaming.
+    stub.script = [Reply(ok, cut=True), Reply(ok, cut=True)]
+    a = await app.ask("widget", "What is the default timeout?", on_text=collector()[1])
+    assert a.backend == "extractive" and "(after 2 tries)" in a.note
+    # An error status before the stream starts: the same fallback, nothing previewed.
+    stub.script = []
+    stub.default = Reply(status=500, error="upstream exploded")
+    seen, on_text = collector()
+    a = await app.ask("widget", "What is the default timeout?", on_text=on_text)
+    assert a.backend == "extractive" and "HTTP 500: upstream exploded" in a.note and seen == []
+
+
+@pytest.mark.asyncio
+async def test_a_failing_preview_never_costs_the_answer_and_extractive_does_not_stream(
+    sample, stub, monkeypatch, caplog
+) -> None:
+    async def broken(text: str) -> None:
+        raise RuntimeError("slack is down")
+
+    seen, on_text = collector()
+    a = await sample["app"].ask("widget", "What is the default timeout?", on_text=on_text)
+    assert a.backend == "extractive" and a.sources and seen == []
+    app = use_llm(sample, stub, "anthropic", monkeypatch)
+    app._instances.clear()  # re-read widget.yaml, now with its llm settings
+    app._answerers.clear()
+    stub.default = Reply("The default timeout is thirty seconds [1].")
+    with caplog.at_level(logging.WARNING):
+        a = await app.ask("widget", "What is the default timeout?", on_text=broken)
+    assert a.backend != "extractive" and not a.note and stub.count() == 1
+    assert caplog.text.count("streaming preview failed") == 1
 
 
 @pytest.mark.asyncio

@@ -16,6 +16,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -26,10 +27,17 @@ from aiohttp import web
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
-from stub_bot_core import GatedAnswerer, RecordingAnswerer, add_instances, section_texts
+from stub_bot_core import (
+    GatedAnswerer,
+    RecordingAnswerer,
+    StreamingAnswerer,
+    add_instances,
+    section_texts,
+)
 from stub_slack_api import StubSlackApi
 
 from bot.common import ChatCore
+from bot.messages import WRITING
 from bot.serve import run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
@@ -369,6 +377,49 @@ async def test_long_answer_continues_in_further_messages_nothing_cut(world: Worl
     assert [int(x) for x in found] == list(range(5000))  # every one, once, in order
     assert "(part 1 of" in json.dumps(first["blocks"])
     assert messages[-1]["blocks"][-2]["type"] == "actions"  # buttons end the last message
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_answer_is_previewed_at_the_interval_then_replaced(world: World) -> None:
+    w = world
+    streaming = StreamingAnswerer(w.recorder, steps=20, gap=0.05)  # ~1 s of streaming
+    w.app.answerer = streaming
+    w.make_bot(stream_interval=0.2)
+    t = time.monotonic()
+    await w.send(command(w, "what is the default timeout?"))
+    await w.settle()
+    took = time.monotonic() - t
+    *previews, final = w.stub.of("chat.update")
+    assert all(u["ts"] == "1700000002.000000" for u in [*previews, final])
+    assert 2 <= len(previews) <= took / 0.2 + 1  # at most one per interval
+    texts = [section_texts(p["blocks"])[0] for p in previews]
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in pairwise(texts))
+    assert all(WRITING in section_texts(p["blocks"])[1] for p in previews)
+    assert final["blocks"][-1]["type"] == "actions"  # the answer with its buttons, as before
+    assert "*Sources*" in section_texts(final["blocks"])
+    assert WRITING not in json.dumps(final["blocks"])
+    # A long preview is one section, clipped with an ellipsis; the answer is not cut.
+    w.stub.calls.clear()
+    streaming.preview = "a & b " * 2000
+    await w.send(command(w, "what is the default timeout?"))
+    await w.settle()
+    *previews, final = w.stub.of("chat.update")
+    assert previews and all(len(p["blocks"]) == 2 for p in previews)
+    long = section_texts(previews[-1]["blocks"])[0]
+    assert len(long) <= 3000 and long.endswith("…") and "&amp;" in long
+    assert re.fullmatch(r"(a &amp; b )+(a( &amp;( b)?)?)?…", long)
+    # stream_interval 0: no previews, and extractive answers never stream.
+    w.make_bot(stream_interval=0)
+    w.stub.calls.clear()
+    await w.send(command(w, "what is the default timeout?"))
+    await w.settle()
+    assert len(w.stub.of("chat.update")) == 1
+    w.app.answerer = w.recorder
+    w.make_bot(stream_interval=0.01)
+    w.stub.calls.clear()
+    await w.send(command(w, "what is the default timeout?"))
+    await w.settle()
+    assert len(w.stub.of("chat.update")) == 1
 
 
 @pytest.mark.asyncio
