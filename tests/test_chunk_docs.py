@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import pytest
-
 from core.chunking.docs import chunk_doc
 from core.chunking.issues import chunk_issue
 from core.chunking.text import pack, prose_units, split_sentences
