@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -62,17 +63,31 @@ class Preview:
         self.client, self.channel, self.ts, self.interval = client, channel, ts, interval
         self.last = time.monotonic()
         self.updates = 0
+        self._sending: asyncio.Task[None] | None = None
 
     async def __call__(self, text: str) -> None:
+        # Never awaits Slack: a slow chat.update must not eat the model's time budget. An
+        # update still in flight means this text waits for the next tick (latest wins).
         now = time.monotonic()
-        if now - self.last < self.interval:
+        if now - self.last < self.interval or (self._sending and not self._sending.done()):
             return
         self.last = now
+        self._sending = asyncio.create_task(self._send(text))
+
+    async def _send(self, text: str) -> None:
         msg = preview_message(text)
-        await self.client.chat_update(
-            channel=self.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
-        )
-        self.updates += 1
+        try:
+            await self.client.chat_update(
+                channel=self.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
+            )
+            self.updates += 1
+        except Exception as e:  # a preview is best effort; the answer still comes
+            log.warning("slack: preview update failed: %s", e)
+
+    async def settle(self) -> None:
+        """Wait for an update in flight, so it cannot land after (and over) the answer."""
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
 
 
 class SlackBot:
@@ -231,9 +246,13 @@ class SlackBot:
             status_ts = str(status["ts"])
             interval = self.settings.stream_interval
             preview = Preview(self.client, channel, status_ts, interval) if interval else None
-            reply = await self.core.ask(
-                place, thread_key(place, thread_ts), pick, user, on_text=preview
-            )
+            try:
+                reply = await self.core.ask(
+                    place, thread_key(place, thread_ts), pick, user, on_text=preview
+                )
+            finally:
+                if preview is not None:
+                    await preview.settle()
             parts = answer_messages(reply.answer, reply.turn_id)
             first, rest = parts[0], parts[1:]
             await self.client.chat_update(

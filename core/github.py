@@ -220,15 +220,24 @@ class GitHubClient:
 
     # -- listings ----------------------------------------------------------------------------
     async def pages(
-        self, url: str, params: dict[str, Any] | None = None, etag: str | None = None
+        self,
+        url: str,
+        params: dict[str, Any] | None = None,
+        etag: str | None = None,
+        missing_ok: bool = False,
     ) -> AsyncGenerator[Page, None]:
         """Every page of a listing, following ``Link: <…>; rel="next"``. ``etag`` applies to the
-        first page: a 304 yields one ``Page(not_modified=True)`` and ends the listing."""
+        first page: a 304 yields one ``Page(not_modified=True)`` and ends the listing. With
+        ``missing_ok`` a listing that is gone (404/410/301) raises :class:`Gone`."""
         params = {"per_page": self.opt.per_page, **(params or {})}
         first = True
         next_url: str | None = url
         while next_url:
-            r = await self.get(next_url, params if first else None, etag if first else None)
+            r = await self.get(
+                next_url, params if first else None, etag if first else None, missing_ok=missing_ok
+            )
+            if r.status_code in (301, 404, 410):
+                raise Gone(f"GitHub API: {_path(str(r.request.url))} is gone ({r.status_code})")
             page = Page(
                 url=str(r.request.url),
                 etag=r.headers.get("etag"),
@@ -238,7 +247,7 @@ class GitHubClient:
                 page.not_modified = True
                 yield page
                 return
-            data = r.json()
+            data = _json(r)
             if not isinstance(data, list):
                 raise SourceError(f"GitHub API: expected a list from {_path(page.url)}")
             page.items = [d for d in data if isinstance(d, dict)]
@@ -247,10 +256,18 @@ class GitHubClient:
             next_url = page.next_url
             yield page
 
-    async def all_items(self, url: str, params: dict[str, Any] | None = None) -> list[Any]:
+    async def all_items(
+        self, url: str, params: dict[str, Any] | None = None, missing_ok: bool = False
+    ) -> list[Any] | None:
+        """All items of a listing; None when ``missing_ok`` and the listing is gone."""
         out: list[Any] = []
-        async for page in self.pages(url, params):
-            out.extend(page.items)
+        try:
+            async for page in self.pages(url, params, missing_ok=missing_ok):
+                out.extend(page.items)
+        except Gone:
+            if missing_ok:
+                return None
+            raise
         return out
 
     async def issue(self, number: int) -> dict[str, Any] | None:
@@ -258,8 +275,24 @@ class GitHubClient:
         r = await self.get(self.url(f"/issues/{number}"), missing_ok=True)
         if r.status_code != 200:
             return None
-        data = r.json()
+        data = _json(r)
         return data if isinstance(data, dict) else None
+
+
+class Gone(SourceError):
+    """A listing or item that no longer exists (deleted, transferred)."""
+
+
+def _json(r: httpx.Response) -> Any:
+    """The body as JSON; a 200 that isn't (a maintenance or proxy login page) is a SourceError."""
+    try:
+        return r.json()
+    except ValueError:
+        ctype = r.headers.get("content-type", "?")
+        raise SourceError(
+            f"GitHub API: {_path(str(r.request.url))} answered {r.status_code} with {ctype}, "
+            "not JSON (a proxy or maintenance page?)"
+        ) from None
 
 
 def _path(url: str) -> str:

@@ -157,6 +157,9 @@ async def sync_instance(
     except RepoExpertError as e:
         report.errors.append(str(e))
         raise
+    except Exception as e:  # a bug or an unexpected failure: never recorded as a success
+        report.errors.append(f"unexpected {type(e).__name__}: {e}")
+        raise
     finally:
         report.seconds = time.perf_counter() - t0
         await _record(data_dir, report)

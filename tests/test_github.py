@@ -207,6 +207,20 @@ async def test_dropped_connections_are_retried() -> None:
     assert calls == 3 and sleeps == [1.0, 2.0]
 
 
+@pytest.mark.asyncio
+async def test_a_200_that_is_not_json_is_a_source_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        html = "<html>Down for maintenance</html>"
+        return httpx.Response(200, text=html, headers={"content-type": "text/html"})
+
+    opt = options(Sleeps(), transport=httpx.MockTransport(handler))
+    async with GitHubClient("o/r", api_url="http://gh.invalid", options=opt) as gh:
+        with pytest.raises(SourceError, match="text/html, not JSON"):
+            await gh.all_items(gh.url("/issues"))
+        with pytest.raises(SourceError, match="not JSON"):
+            await gh.issue(7)
+
+
 # -- the mirror ----------------------------------------------------------------------------------
 def world(api: StubGitHub) -> None:
     api.add_issue(1, "Timeout ignored", "The timeout setting is ignored.", labels=("bug",))
@@ -433,3 +447,15 @@ def test_issue_source_config_is_checked_and_never_echoes_a_token(tmp_path: Path)
     inst = load_instance(f)
     assert inst.repo.token is None and inst.webhook_secret is None
     assert inst.issues.api_url == "https://ghe.example.com/api/v3" and inst.sync_interval == 300
+
+
+@pytest.mark.asyncio
+async def test_an_issue_deleted_before_its_comments_are_fetched_leaves_the_mirror(
+    api: StubGitHub, db: StateDB
+) -> None:
+    world(api)
+    api.fail(r"/issues/1/comments", 404, times=5)
+    rep = await mirror(api, db)
+    rows = {r.number: r for r in await db.rows()}
+    assert set(rows) == {2, 3} and not await db.pending()
+    assert rep.comments_fetched >= 1  # #2's review comments still came

@@ -535,3 +535,26 @@ async def test_socket_mode_serves_a_slash_command_over_the_websocket(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert TOKEN not in logged and "xapp-secret-app-token" not in logged
     assert "signed in as repo-expert in Acme; socket mode" in logged
+
+
+@pytest.mark.asyncio
+async def test_a_slow_preview_update_never_holds_up_the_model() -> None:
+    import asyncio
+    import time as _time
+
+    from bot.slack import Preview
+
+    class SlowClient:
+        calls = 0
+
+        async def chat_update(self, **kw: Any) -> None:
+            SlowClient.calls += 1
+            await asyncio.sleep(0.5)
+
+    p = Preview(SlowClient(), "C1", "1.0", 0.0)  # type: ignore[arg-type]
+    t = _time.perf_counter()
+    await p("partial")
+    await p("partial answer")  # the first update is still in flight: skipped, not queued
+    assert _time.perf_counter() - t < 0.1
+    await p.settle()
+    assert SlowClient.calls == 1 and p.updates == 1

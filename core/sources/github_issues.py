@@ -245,7 +245,9 @@ async def sync_mirror(
         if cfg.full_listing_hours and last_full and now - last_full > cfg.full_listing_hours * 3600:
             refetch = True
         complete = await _list_issues(cfg, db, gh, report, refetch, now)
-        if (first_sync or refetch) and complete:
+        # A first listing that was interrupted completes in a later sync (resumed from its
+        # mark): that completion is the full listing the timer starts from.
+        if (first_sync or refetch or last_full is None) and complete:
             await db.put(**{FULL_LISTING: now})
         await _list_comments(cfg, db, gh, report)
         await _fetch_comments(cfg, db, gh, report, now)
@@ -332,12 +334,18 @@ async def _fetch_comments(
         if not keep_issue(row_to_issue(row), cfg, now):
             continue  # not indexed: fetched when (if) the filters keep it
         comments: list[dict[str, Any]] = []
+        gone = False
         if int(row.data.get("comments") or 0) > 0:
-            items = await gh.all_items(gh.url(f"/issues/{row.number}/comments"))
-            comments += [comment_from_api(c, review=False) for c in items]
-        if row.is_pr and cfg.review_comments:
-            items = await gh.all_items(gh.url(f"/pulls/{row.number}/comments"))
-            comments += [comment_from_api(c, review=True) for c in items]
+            items = await gh.all_items(gh.url(f"/issues/{row.number}/comments"), missing_ok=True)
+            gone = items is None
+            comments += [comment_from_api(c, review=False) for c in items or []]
+        if not gone and row.is_pr and cfg.review_comments:
+            items = await gh.all_items(gh.url(f"/pulls/{row.number}/comments"), missing_ok=True)
+            gone = items is None
+            comments += [comment_from_api(c, review=True) for c in items or []]
+        if gone:  # deleted or transferred since it was listed: it leaves the mirror
+            await db.delete([row.number])
+            continue
         comments.sort(key=lambda c: (c["created_at"], str(c.get("id"))))
         await db.store_comments(row.number, comments, row.updated_at)
         report.comments_fetched += 1
