@@ -145,6 +145,9 @@ def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequ
     key = ISSUE_EVENTS.get(event) or PR_EVENTS.get(event)
     if key is None or not inst.issues.github:
         return None
+    full_name = str((payload.get("repository") or {}).get("full_name") or "").lower()
+    if full_name and full_name != inst.issues.github.lower():
+        return None  # an issue of the code repository, not of the one the issues come from
     obj = payload.get(key)
     number = obj.get("number") if isinstance(obj, dict) else None
     if not isinstance(number, int):
@@ -171,9 +174,10 @@ class WebhookReceiver:
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         name = request.match_info.get("instance")
-        if name is not None and name not in self.instances:
-            return web.json_response({"error": "unknown instance"}, status=404)
-        candidates = [self.instances[name]] if name else list(self.instances.values())
+        # An unknown name gets the same 401 as a bad signature: no probing for instance names.
+        candidates = (
+            [self.instances[name]] if name in self.instances else []
+        ) if name else list(self.instances.values())  # fmt: skip
         header = request.headers.get("X-Hub-Signature-256")
         verified = [
             i for i in candidates

@@ -211,8 +211,9 @@ async def test_deliveries_about_other_repositories_or_events_do_nothing(hooks: H
     # The other instance has no GitHub issues: its own secret verifies, an issue event is moot.
     r = await hooks.deliver("issues", issue_event(42), secret="other-secret", path="/other")
     assert r.status_code == 202 and r.json() == {"queued": []}
+    # An unknown instance name answers like a bad signature: names cannot be probed.
     r = await hooks.deliver("issues", issue_event(42), path="/nope")
-    assert r.status_code == 404
+    assert r.status_code == 401
     bad = await hooks.deliver("issues", issue_event(42))  # fine, but then not JSON:
     assert bad.status_code == 202
     async with httpx.AsyncClient() as client:
@@ -231,3 +232,19 @@ async def test_serving_needs_an_instance_with_a_secret(tmp_path: Path) -> None:
     app = RepoExpert(Settings(tmp_path / "i", tmp_path / "d"))
     with pytest.raises(ConfigError, match="no instance has webhook_secret"):
         await serve_webhooks(app, "127.0.0.1", 0)
+
+
+def test_issue_events_of_the_code_repository_are_not_the_issues_repositorys() -> None:
+    from core.config import Instance
+    from core.webhooks import request_for
+
+    inst = Instance.model_validate({
+        "repo": {"url": "https://github.com/acme/widget.git"},
+        "issues": {"github": "acme/tracker"},
+    })  # fmt: skip
+    event = {"action": "opened", "issue": {"number": 12}}
+    code_repo = {**event, "repository": {"full_name": "acme/widget"}}
+    tracker = {**event, "repository": {"full_name": "acme/tracker"}}
+    assert request_for(inst, "issues", code_repo) is None
+    req = request_for(inst, "issues", tracker)
+    assert req is not None and req.numbers == {12}

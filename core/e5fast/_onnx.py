@@ -317,10 +317,15 @@ class OnnxEncoder:
         self._sessions: dict[int, Any] = {}
         self._ort = ort
         self.intra_threads = max(1, int(intra_threads))
+        self.max_threads = max(2, min(8, os.cpu_count() or 2))
         self.session(self.intra_threads)
 
     def session(self, threads: int) -> Any:
-        """The inference session with ``threads`` intra-op threads (created on first use)."""
+        """The inference session with ``threads`` intra-op threads (created on first use).
+
+        Only two sizes exist — one thread, or all the engine's — so a thread count that follows
+        the machine's load cannot pile up sessions (each holds the ~43 MB graph)."""
+        threads = 1 if threads <= 1 else max(2, self.max_threads)
         with self._lock:
             s = self._sessions.get(threads)
             if s is None:

@@ -29,6 +29,7 @@ deleted comment or issue; webhooks report them at once). A sync does this by its
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -358,8 +359,13 @@ async def mirrored_issues(inst: Instance, data_dir: Path, now: float | None = No
     if not path.exists():
         return []
     async with await StateDB.open(path) as db:
-        issues = [row_to_issue(r) for r in await db.rows()]
-    return [i for i in issues if keep_issue(i, inst.issues, now)]
+        rows = await db.rows()
+
+    def convert() -> list[Issue]:
+        issues = [row_to_issue(r) for r in rows]
+        return [i for i in issues if keep_issue(i, inst.issues, now)]
+
+    return await asyncio.to_thread(convert)
 
 
 async def sync_and_read(

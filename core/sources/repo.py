@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import urllib.parse
 from collections.abc import Collection as Paths
@@ -68,6 +70,13 @@ def _redact(url: str) -> str:
     return re.sub(r"//[^/@]+@", "//***@", url)
 
 
+@functools.cache
+def _git_version() -> tuple[int, ...]:
+    r = subprocess.run(["git", "--version"], capture_output=True, text=True, check=False)
+    m = re.search(r"(\d+)\.(\d+)", r.stdout)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
 def auth_env(inst: Instance) -> dict[str, str]:
     """Environment that makes git send the token to the clone URL's origin (and nowhere else):
     ``Authorization: Basic base64(x-access-token:TOKEN)``, as GitHub (and actions/checkout)
@@ -79,6 +88,11 @@ def auth_env(inst: Instance) -> dict[str, str]:
         return {}
     if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
         log.warning("repo.token goes to %s over plain http (unencrypted)", parts.hostname)
+    if _git_version() < (2, 31):  # older git silently ignores GIT_CONFIG_COUNT/KEY/VALUE
+        raise SourceError(
+            f"{inst.source_file}: repo.token needs git 2.31 or newer to pass the token "
+            f"without writing it anywhere (this git is {'.'.join(map(str, _git_version()))})"
+        )
     origin = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
     return {

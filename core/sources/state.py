@@ -12,6 +12,7 @@ Migrations are numbered by ``PRAGMA user_version``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,9 +70,18 @@ class StateDB:
         async with db.execute("PRAGMA user_version") as cur:
             row = await cur.fetchone()
         version = int(row[0]) if row else 0
-        for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            await db.executescript(script)
-            await db.execute(f"PRAGMA user_version={i}")
+        if version < len(MIGRATIONS):
+            # The pending migrations and the version bump in one transaction: a process killed
+            # in between (or a second process opening the file) never sees half a schema.
+            await db.execute("BEGIN IMMEDIATE")
+            async with db.execute("PRAGMA user_version") as cur:
+                row = await cur.fetchone()
+            version = int(row[0]) if row else 0
+            for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                for stmt in (s.strip() for s in script.split(";")):
+                    if stmt:
+                        await db.execute(stmt)
+                await db.execute(f"PRAGMA user_version={i}")
             await db.commit()
         return cls(db)
 
@@ -175,10 +185,15 @@ class StateDB:
             f"WHERE {where} ORDER BY number"
         )
         async with self.db.execute(sql, list(args)) as cur:
+            raw = list(await cur.fetchall())
+
+        def decode() -> list[IssueRow]:  # a big mirror is seconds of JSON: off the event loop
             return [
                 IssueRow(int(n), bool(pr), st, up, json.loads(d), json.loads(c), cf)
-                async for n, pr, st, up, d, c, cf in cur
+                for n, pr, st, up, d, c, cf in raw
             ]
+
+        return await asyncio.to_thread(decode)
 
     async def pending(self) -> list[IssueRow]:
         return await self.rows("comments_for IS NULL OR comments_for != updated_at")
