@@ -173,3 +173,11 @@ def test_onnxruntime_loads_after_usearch(int8: FastE5) -> None:
         [sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_thread_counts_share_two_sessions(int8: FastE5) -> None:
+    enc = int8.encoder
+    one = enc.session(1)
+    many = enc.session(2)
+    assert enc.session(0) is one and enc.session(3) is many and enc.session(7) is many
+    assert len(enc._sessions) <= 2
