@@ -108,8 +108,6 @@ def cannot_thread(error: str) -> str:
 
 
 SOURCES = "Sources"
-NO_SOURCES = "No sources matched."
-FEEDBACK_PROMPT = "Was this helpful?"
 FEEDBACK_UP = "👍 Helpful"
 FEEDBACK_DOWN = "👎 Not helpful"
 

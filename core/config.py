@@ -357,10 +357,6 @@ class AccessConfig(_Model):
         side = self.slack if platform == "slack" else self.discord
         return side.allows(space, channel, self.private)
 
-    def is_default(self, platform: str, channel: str) -> bool:
-        side = self.slack if platform == "slack" else self.discord
-        return channel in side.default_channels
-
 
 class Instance(_Model):
     """One configured repository: its sources, how it is indexed, how it answers."""

