@@ -125,7 +125,14 @@ class FastE5Embedder:
         self._m = FastE5(num_threads=num_threads, engine=engine)
         self.dim = self._m.dim
         self.max_tokens = self._m.max_tokens
-        suffix = "e5int8" if engine == "int8" else "e5fast"
+        if engine == "int8":
+            from .e5fast._onnx import GRAPH_VERSION
+
+            # the graph's version is in the name: a new quantisation re-embeds (stamp and
+            # vector cache) instead of mixing its vectors with the old graph's
+            suffix = f"e5int8-v{GRAPH_VERSION}"
+        else:
+            suffix = "e5fast"
         self.name = f"multilingual-e5-small-q4/{suffix}"
 
     def count_tokens(self, text: str) -> int:
