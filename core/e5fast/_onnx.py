@@ -418,7 +418,7 @@ class OnnxEncoder:
         """The inference session with ``threads`` intra-op threads (created on first use).
 
         Only two sizes exist — one thread, or all the engine's — so a thread count that follows
-        the machine's load cannot pile up sessions (each holds the ~43 MB graph)."""
+        the machine's load cannot pile up sessions (each holds the ~22 MB graph)."""
         threads = 1 if threads <= 1 else max(2, self.max_threads)
         with self._lock:
             s = self._sessions.get(threads)
