@@ -4,6 +4,7 @@
   is the channel's default, and how ``[instance] question`` is read.
 * :class:`Limits` — a per-person rate limit and a global cap on answers in progress.
 * :class:`ChatCore` — the one call the adapters make: history in, ``RepoExpert.ask``, turn out.
+* :class:`StreamPreview` — a streamed answer's text so far, sent at most once per interval.
 * :func:`split_text` and the source-label helpers used to render answers within platform limits.
 """
 
@@ -219,6 +220,44 @@ class ChatCore:
         self, platform: Platform, turn_id: int, user: str, verdict: Verdict
     ) -> FeedbackRecord | None:
         return await self.store.record_feedback(platform, turn_id, user, verdict)
+
+
+class StreamPreview:
+    """A streamed answer shown as it grows: ``_send`` (the platform's post or edit) runs at
+    most once per ``interval`` seconds (monotonic clock; the first text waits that long after
+    the work started), never awaited by the model's callback — a slow platform call must not
+    eat the model's time — and with one call in flight at a time. Text arriving in between
+    waits for the next tick or for the answer (latest wins)."""
+
+    platform = "preview"
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.last = time.monotonic()
+        self.updates = 0
+        self._sending: asyncio.Task[None] | None = None
+
+    async def __call__(self, text: str) -> None:
+        now = time.monotonic()
+        if now - self.last < self.interval or (self._sending and not self._sending.done()):
+            return
+        self.last = now
+        self._sending = asyncio.create_task(self._guarded(text))
+
+    async def _guarded(self, text: str) -> None:
+        try:
+            await self._send(text)
+            self.updates += 1
+        except Exception as e:  # a preview is best effort; the answer still comes
+            log.warning("%s: preview update failed: %s", self.platform, e)
+
+    async def _send(self, text: str) -> None:
+        raise NotImplementedError
+
+    async def settle(self) -> None:
+        """Wait for an update in flight, so it cannot land after (and over) the answer."""
+        if self._sending is not None:
+            await asyncio.gather(self._sending, return_exceptions=True)
 
 
 class Background:

@@ -7,6 +7,9 @@
   use) posts the question and opens a thread on it for the answer.
 * The typing indicator shows while an answer is worked on; the answer is text (2,000 characters
   per message) followed by a numbered *Sources* embed; failures are one line in the thread.
+* Where the model streams, a message in the thread shows the answer so far (posted with the
+  first text, then edited at most once per ``stream_interval`` seconds, marked as a preview);
+  the checked answer replaces it by one more edit.
 """
 
 from __future__ import annotations
@@ -22,7 +25,17 @@ from discord import app_commands
 from core.models import Answer
 
 from . import messages
-from .common import Background, ChatCore, Pick, Place, Refusal, Slot, failure_line, source_label
+from .common import (
+    Background,
+    ChatCore,
+    Pick,
+    Place,
+    Refusal,
+    Slot,
+    StreamPreview,
+    failure_line,
+    source_label,
+)
 from .common import split_text as split
 from .settings import DiscordSettings
 
@@ -76,6 +89,32 @@ def answer_messages(answer: Answer) -> list[DiscordMessage]:
             out.append(target)
         target.embeds.append(e)
     return out
+
+
+def preview_content(text: str) -> str:
+    """A streamed answer so far, clipped to one message, with the "preview" line under it."""
+    marker = f"\n-# {messages.WRITING}"
+    room = CONTENT_LIMIT - len(marker)
+    body = text if len(text) <= room else text[: room - 1] + "…"
+    return body + marker
+
+
+class Preview(StreamPreview):
+    """The streamed answer so far as a message in the thread: posted with the first text, then
+    edited; ``message`` is what the answer replaces (None while nothing was posted)."""
+
+    platform = "discord"
+
+    def __init__(self, thread: discord.abc.Messageable, interval: float) -> None:
+        super().__init__(interval)
+        self.thread = thread
+        self.message: discord.Message | None = None
+
+    async def _send(self, text: str) -> None:
+        if self.message is None:
+            self.message = await self.thread.send(content=preview_content(text))
+        else:
+            await self.message.edit(content=preview_content(text))
 
 
 def problem_line(exc: BaseException) -> str:
@@ -274,15 +313,29 @@ class DiscordBot(discord.Client):
         self, thread: discord.abc.Messageable, place: Place, pick: Pick, user: str, slot: Slot
     ) -> None:
         key = str(getattr(thread, "id", ""))
+        interval = self.settings.stream_interval
+        preview = Preview(thread, interval) if interval else None
         try:
             async with thread.typing():
-                reply = await self.core.ask(place, key, pick, user)
-            for m in answer_messages(reply.answer):
+                try:
+                    reply = await self.core.ask(place, key, pick, user, on_text=preview)
+                finally:
+                    if preview is not None:
+                        await preview.settle()
+            first, *rest = answer_messages(reply.answer)
+            if preview is not None and preview.message is not None:
+                await preview.message.edit(content=first.content, embeds=first.embeds)
+            else:
+                await thread.send(content=first.content, embeds=first.embeds)
+            for m in rest:
                 await thread.send(content=m.content, embeds=m.embeds)
         except Exception as e:
             log.exception("discord: answering in thread %s failed", key)
             try:
-                await thread.send(problem_line(e))
+                if preview is not None and preview.message is not None:
+                    await preview.message.edit(content=problem_line(e), embeds=[])
+                else:
+                    await thread.send(problem_line(e))
             except discord.HTTPException as e2:
                 log.error("discord: could not report the failure in %s: %s", key, e2)
         finally:

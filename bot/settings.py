@@ -64,6 +64,13 @@ class DiscordSettings(_Model):
     sync_commands: bool = Field(
         default=True, description="Register the slash command with Discord at startup."
     )
+    stream_interval: float = Field(
+        default=1.0,
+        ge=0,
+        description="While a language model streams its answer, a message in the thread shows "
+        "the text so far, edited at most once per this many seconds (Discord allows about 5 "
+        "edits per 5 s per channel), then replaced by the answer; 0: no previews.",
+    )
 
 
 class ServeConfig(_Model):

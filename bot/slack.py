@@ -15,9 +15,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -28,7 +26,16 @@ from slack_sdk.web.async_client import AsyncWebClient
 from core.conversations import Verdict
 
 from . import messages
-from .common import Background, ChatCore, Pick, Place, Refusal, Slot, failure_line
+from .common import (
+    Background,
+    ChatCore,
+    Pick,
+    Place,
+    Refusal,
+    Slot,
+    StreamPreview,
+    failure_line,
+)
 from .settings import SlackSettings
 from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text, preview_message
 
@@ -54,40 +61,20 @@ def problem_line(exc: BaseException) -> str:
     return failure_line(exc)
 
 
-class Preview:
-    """The streamed answer so far, shown in the "Searching …" message by ``chat.update`` at most
-    once per ``interval`` seconds (monotonic clock; the first text waits that long after the
-    message was posted). Text arriving in between waits for the next update or for the answer."""
+class Preview(StreamPreview):
+    """The streamed answer so far, shown in the "Searching …" message by ``chat.update``."""
+
+    platform = "slack"
 
     def __init__(self, client: AsyncWebClient, channel: str, ts: str, interval: float) -> None:
-        self.client, self.channel, self.ts, self.interval = client, channel, ts, interval
-        self.last = time.monotonic()
-        self.updates = 0
-        self._sending: asyncio.Task[None] | None = None
-
-    async def __call__(self, text: str) -> None:
-        # Never awaits Slack: a slow chat.update must not eat the model's time budget. An
-        # update still in flight means this text waits for the next tick (latest wins).
-        now = time.monotonic()
-        if now - self.last < self.interval or (self._sending and not self._sending.done()):
-            return
-        self.last = now
-        self._sending = asyncio.create_task(self._send(text))
+        super().__init__(interval)
+        self.client, self.channel, self.ts = client, channel, ts
 
     async def _send(self, text: str) -> None:
         msg = preview_message(text)
-        try:
-            await self.client.chat_update(
-                channel=self.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
-            )
-            self.updates += 1
-        except Exception as e:  # a preview is best effort; the answer still comes
-            log.warning("slack: preview update failed: %s", e)
-
-    async def settle(self) -> None:
-        """Wait for an update in flight, so it cannot land after (and over) the answer."""
-        if self._sending is not None:
-            await asyncio.gather(self._sending, return_exceptions=True)
+        await self.client.chat_update(
+            channel=self.channel, ts=self.ts, text=msg.text, blocks=msg.blocks
+        )
 
 
 class SlackBot:

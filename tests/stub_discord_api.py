@@ -176,6 +176,10 @@ class StubDiscordApi(LocalServer):
             return web.Response(status=204)
         if m == "POST" and (hit := re.fullmatch(r"/channels/(\d+)/messages", path)):
             return self._json(self._message(hit.group(1), body))
+        if m == "PATCH" and (hit := re.fullmatch(r"/channels/(\d+)/messages/(\d+)", path)):
+            msg = self._message(hit.group(1), body)
+            msg["id"], msg["edited_timestamp"] = hit.group(2), NOW
+            return self._json(msg)
         if m == "GET" and (hit := re.fullmatch(r"/channels/(\d+)", path)):
             ch = self.channels.get(int(hit.group(1)))
             return self._json(ch) if ch else self._json({"message": "Unknown Channel",

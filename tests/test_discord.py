@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import time
+from itertools import pairwise
 from typing import Any
 
 import discord
@@ -22,6 +24,7 @@ from stub_bot_core import (
     TEAM_CH,
     GatedAnswerer,
     RecordingAnswerer,
+    StreamingAnswerer,
     add_instances,
 )
 from stub_discord_api import (
@@ -38,6 +41,7 @@ from stub_discord_api import (
 
 from bot.common import ChatCore
 from bot.discord import DiscordBot
+from bot.messages import WRITING
 from bot.settings import DiscordSettings, ServeConfig
 from core.answer import ExtractiveAnswerer
 from core.conversations import ConversationStore
@@ -342,3 +346,77 @@ async def test_the_token_never_reaches_the_logs(
     assert "discord-test-token" not in "\n".join(r.getMessage() for r in caplog.records)
     bot_calls = [c for c in w.stub.calls if c.path.startswith("/channels/")]
     assert bot_calls and {c.auth for c in bot_calls} == {"Bot discord-test-token"}
+
+
+@pytest.mark.asyncio
+async def test_a_streamed_answer_is_previewed_at_the_interval_then_replaced(world: World) -> None:
+    w = world
+    streaming = StreamingAnswerer(w.recorder, steps=20, gap=0.05)  # ~1 s of streaming
+    w.app.answerer = streaming
+    await w.start(stream_interval=0.2)
+    t = time.monotonic()
+    w.say("what is the default timeout?")
+    await w.settle()
+    took = time.monotonic() - t
+    tid = only_thread(w)["id"]
+    (posted,) = w.sent(tid)  # the preview is the thread's only new message
+    *edits, final = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")
+    previews = [posted["content"], *(e["content"] for e in edits)]
+    assert 2 <= len(previews) <= took / 0.2 + 1  # at most one per interval
+    assert all(p.endswith(f"\n-# {WRITING}") for p in previews) and not posted.get("embeds")
+    bodies = [p.removesuffix(f"\n-# {WRITING}") for p in previews]
+    assert all(b.startswith(a) and len(b) > len(a) for a, b in pairwise(bodies))
+    # the answer replaces the preview: checked text, the sources embed, no preview marker
+    assert "The default timeout is thirty seconds. [1]" in final["content"]
+    assert WRITING not in final["content"]
+    assert [e["title"] for e in final["embeds"]] == ["Sources"]
+    # a long preview is clipped to one message; the answer itself is not cut
+    w.stub.calls.clear()
+    streaming.preview = "word " * 1000
+    w.say("what is the default timeout?")
+    await w.settle()
+    tid = [t for t in w.stub.channels if str(t) != tid][-1]
+    (posted,) = w.sent(tid)
+    *edits, final = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")
+    previews = [posted["content"], *(e["content"] for e in edits)]
+    assert all(len(p) <= 2000 for p in previews)
+    assert previews[-1].endswith(f"…\n-# {WRITING}")
+    assert "The default timeout is thirty seconds. [1]" in final["content"]
+
+
+@pytest.mark.asyncio
+async def test_no_preview_without_streaming_or_with_interval_zero(world: World) -> None:
+    w = world
+    w.app.answerer = StreamingAnswerer(w.recorder, steps=10, gap=0.02)
+    await w.start(stream_interval=0)
+    w.say("what is the default timeout?")
+    await w.settle()
+    (msg,) = w.sent(only_thread(w)["id"])
+    assert "[1]" in msg["content"] and msg["embeds"]
+    assert not w.stub.of("PATCH", r"/messages/")
+    # the extractive answerer never streams: one message even with previews on
+    w.app.answerer = w.recorder
+    await w.start(stream_interval=0.01)
+    w.stub.calls.clear()
+    w.say("what is the default timeout?")
+    await w.settle()
+    assert not w.stub.of("PATCH", r"/messages/")
+
+
+@pytest.mark.asyncio
+async def test_a_failure_after_a_preview_replaces_the_preview(world: World) -> None:
+    w = world
+    w.app.answerer = StreamingAnswerer(w.recorder, steps=10, gap=0.05)
+    await w.start(stream_interval=0.1)
+    w.recorder.expand = 2000  # the answer needs more messages than the (edited) preview
+    w.say("what is the default timeout?")
+    for _ in range(200):  # until the preview is posted, then posting is forbidden
+        await asyncio.sleep(0.01)
+        if w.stub.channels and w.sent(only_thread(w)["id"]):
+            break
+    w.stub.fail("POST", r"^/channels/\d+/messages$", 403)
+    await w.settle()
+    tid = only_thread(w)["id"]
+    assert len(w.sent(tid)) >= 2  # the preview, then the refused continuation
+    last = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")[-1]
+    assert "Send Messages in Threads" in last["content"] and last["embeds"] == []
