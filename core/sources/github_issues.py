@@ -363,6 +363,7 @@ async def mirrored_issues(inst: Instance, data_dir: Path, now: float | None = No
 
     def convert() -> list[Issue]:
         issues = [row_to_issue(r) for r in rows]
+        rows.clear()  # free the decoded rows here, not on the event loop when this returns
         return [i for i in issues if keep_issue(i, inst.issues, now)]
 
     return await asyncio.to_thread(convert)
