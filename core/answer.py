@@ -163,7 +163,7 @@ def terms(text: str) -> list[str]:
 def _sentences(src: Source) -> list[str]:
     body = src.text.split("\n", 1)[1] if "\n" in src.text else src.text
     if src.collection == "code":
-        return _code_quotes(body)
+        return _code_quotes(body, src.symbol)
     lines = body.splitlines()
     if src.collection == "issues" and lines and re.match(r"(Issue|PR) · ", lines[0]):
         lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
@@ -176,24 +176,44 @@ def _sentences(src: Source) -> list[str]:
     return out
 
 
-def _code_quotes(body: str) -> list[str]:
-    """For code: the definition line and the docstring/comment sentences."""
+_DEFINITION = re.compile(
+    r"\s*(async\s+)?(def|class|func|fn|function|pub|public|private|static|export|interface|"
+    r"struct|impl|module)\b"
+)
+_SIGNATURE_CHARS = 200
+
+
+def _signature(lines: list[str]) -> str:
+    """A definition's header as one line (it may span lines: joined up to the line that opens
+    the body). A long one keeps its end — the return type is what people ask about."""
+    sig_lines = []
+    for ln in lines[:24]:
+        sig_lines.append(ln.strip())
+        if ln.rstrip().endswith((":", "{")):
+            break
+    sig = " ".join(" ".join(sig_lines).split()).replace("( ", "(").replace(" )", ")")
+    sig = sig.replace(",)", ")")  # a trailing comma of a one-parameter-per-line signature
+    sig = sig.rstrip(":{ ")
+    close = sig.rfind(")")
+    tail = sig[close:] if close > 0 else ""
+    if len(sig) > _SIGNATURE_CHARS and 1 < len(tail) < _SIGNATURE_CHARS // 3:
+        return clip(sig[:close], _SIGNATURE_CHARS - len(tail) - 1) + " " + tail
+    return clip(sig, _SIGNATURE_CHARS)
+
+
+def _code_quotes(body: str, symbol: str | None = None) -> list[str]:
+    """For code: the definition line and the docstring/comment sentences. A method's chunk
+    starts with its class's header as context; the quote is the method's own definition."""
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
-    start = next(
-        (i for i, ln in enumerate(lines) if re.match(r"\s*(async\s+)?(def|class|func|fn|"
-         r"function|pub|public|private|static|export|interface|struct|impl|module)\b", ln)),
-        None,
-    )  # fmt: skip
-    if start is not None:
-        # A signature may span lines: join them up to the line that opens the body.
-        sig_lines = []
-        for ln in lines[start : start + 8]:
-            sig_lines.append(ln.strip())
-            if ln.rstrip().endswith((":", "{")):
-                break
-        sig = clip(" ".join(sig_lines).replace("( ", "(").replace(" )", ")"), 200)
-        out.append(f"`{sig.rstrip(':{ ')}`")
+    defs = [i for i, ln in enumerate(lines) if _DEFINITION.match(ln)]
+    if defs:
+        start = defs[0]
+        name = re.split(r"\.|::|#", symbol)[-1] if symbol else ""
+        if name:
+            own = [i for i in defs if re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", lines[i])]
+            start = own[0] if own else start
+        out.append(f"`{_signature(lines[start:])}`")
     doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
     comment = doc.group(1) or doc.group(2) if doc else None
     if comment is None:

@@ -68,3 +68,28 @@ async def test_quoted_brackets_never_become_citations() -> None:
     a = await ExtractiveAnswerer().answer("how do answers cite sources?", Retrieval(sources))
     assert "like ［3］ and ［2］. [1]" in a.text
     assert len(a.sources) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_method_is_quoted_by_its_own_signature_with_its_return_type() -> None:
+    """A method's chunk opens with its class's header (context for the embedder); the answer
+    quotes the method's definition — a long one keeps its end, the return type."""
+    text = (
+        "httpx/_client.py › Client.send\nclass Client(BaseClient):\n    def send(\n"
+        "        self,\n        request: Request,\n        *,\n        stream: bool = False,\n"
+        "        auth: AuthTypes | UseClientDefault | None = USE_CLIENT_DEFAULT,\n"
+        "        follow_redirects: bool | UseClientDefault = USE_CLIENT_DEFAULT,\n"
+        "    ) -> Response:\n"
+        '        """\n        Send a request.\n        """\n        return self._send(request)\n'
+    )
+    s = src(0, "code", text)
+    s.symbol = "Client.send"
+    a = await ExtractiveAnswerer().answer("what does Client.send return?", Retrieval([s]))
+    (quoted,) = re.findall(r"`([^`]*)`", a.text)
+    assert quoted.startswith("def send(self, request: Request,") and "class Client" not in quoted
+    assert quoted.endswith(") -> Response") and len(quoted) <= 200
+    assert "Send a request. [1]" in a.text
+    # without a symbol (or one not found) the first definition is quoted, as before
+    s.symbol = None
+    a = await ExtractiveAnswerer().answer("what does Client.send return?", Retrieval([s]))
+    assert "`class Client(BaseClient)`" in a.text
