@@ -54,7 +54,9 @@ _CODEQ = re.compile(
 _ISSUEQ = re.compile(
     r"\b(is\s+there\s+(?:an?\s+)?(?:issue|bug|ticket|pr|pull\s+request|plan)|known\s+(?:bug|issue|"
     r"problem)|was\s+(?:it|this)\s+(?:fixed|reported)|(?:bug|issue)\s+report|regression|"
-    r"which\s+(?:issue|pr|pull\s+request)|reported|hay\s+(?:una?\s+)?(?:incidencia|issue|error|"
+    r"which\s+(?:issue|pr|pull\s+request)|reported|requested|feature\s+requests?|"
+    r"(?:was|were|has|have)\s+(?:\w+\s+){0,6}?(?:asked\s+for|proposed)|"
+    r"hay\s+(?:una?\s+)?(?:incidencia|issue|error|"
     r"bug|problema)|qu[ée]\s+incidencia|se\s+(?:arregl|corrigi|report|pidi)\w*|"
     r"error\s+conocido|fue\s+(?:arreglado|corregido))\b",
     re.IGNORECASE,

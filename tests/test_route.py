@@ -80,6 +80,10 @@ def test_paths_and_stack_traces() -> None:
         ("Is there a known bug with dark themes?", "issues", "issues"),
         ("Was it fixed already?", "issues", "issues"),
         ("¿Hay una incidencia sobre los temas oscuros?", "issues", "issues"),
+        ("Was a GitHub webhook receiver requested?", "issues", "issues"),
+        ("Has anyone asked for Discord DMs?", "issues", "issues"),
+        ("Is there a feature request for dark mode?", "issues", "issues"),
+        ("¿Se pidió un receptor de webhooks?", "issues", "issues"),
     ],
 )
 def test_kind_of_question_sets_weights(question: str, kind: str, top: str) -> None:
