@@ -14,7 +14,10 @@ import re
 
 # stem (matched at the start of a lower-cased word, accents kept) -> English terms
 _ES_EN: dict[str, str] = {
-    "abre": "open", "abrir": "open", "acces": "access", "actualiz": "update",
+    "abre": "open", "abrir": "open", "acces": "access", "activa": "activate enable",
+    "actualiz": "update", "atómic": "atomic atomically", "cambi": "change changes",
+    "compil": "compile build", "constru": "build builds", "determin": "determine",
+    "reemplaz": "replace", "intercambi": "swap", "interrump": "interrupt",
     "advertencia": "warning", "ajuste": "setting settings", "almacen": "store storage",
     "analiz": "parse analyse", "archiv": "file files", "argument": "argument arguments",
     "arranc": "start startup", "autentic": "authentication auth", "ayuda": "help",

@@ -105,6 +105,8 @@ def test_spanish_software_words_get_english_terms_for_lexical_search() -> None:
     assert english_terms("¿Cómo ejecuto las pruebas?") == ["run", "execute", "test", "tests"]
     assert "timeout" in english_terms("¿Cuál es el tiempo de espera por defecto?")
     assert english_terms("How do I run the tests?") == []
+    built = english_terms("¿Cómo se activa de forma atómica una nueva construcción?")
+    assert {"atomic", "build"} <= set(built) and "new" not in built
     q = fts_query("¿Qué archivos omite select_files? " + " ".join(english_terms("archivos")))
     assert q is not None and '"files"' in q and '"select"' in q
 
