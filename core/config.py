@@ -215,6 +215,13 @@ class RetrievalConfig(_Model):
         description="Score bonus for exact hits: a named issue, a named symbol's definition, "
         "a named file.",
     )
+    test_penalty: float = Field(
+        default=0.02,
+        ge=0.0,
+        le=1.0,
+        description="Subtracted from the score of test code (tests/…, test_*.py, *_test.go, "
+        "*.spec.ts, …) unless the question is about tests; 0 treats tests like other code.",
+    )
 
 
 class LLMConfig(_Model):

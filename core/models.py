@@ -13,6 +13,22 @@ MARKER = re.compile(r"\[(\d{1,3})\]")
 COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
 
 
+# Test code by its path: a tests/test/spec folder, or a test file name in the common conventions
+# (test_x.py, x_test.py, x_test.go, x.test.ts, x.spec.js, XTest.java, XTests.cs, conftest.py).
+_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing)/")
+_TEST_FILE = re.compile(
+    r"(^|/)(test_[^/]+|[^/]+_test\.[a-z]+|[^/]+\.(test|spec)\.[a-z]+|[^/]*[a-z0-9]Tests?\.[a-z]+|"
+    r"conftest\.py)$"
+)
+
+
+def is_test_path(path: str | None) -> bool:
+    """True for test code: ``tests/…``, ``test_x.py``, ``x_test.go``, ``x.spec.ts``, …"""
+    if not path:
+        return False
+    return bool(_TEST_DIR.search(path) or _TEST_FILE.search(path))
+
+
 @dataclass(frozen=True)
 class Document:
     """One unit read from a source: a file of the repository or one issue thread."""

@@ -141,6 +141,10 @@ class Options:
     alpha: float = 0.02
     # Bonus for an exact hit: the definition of a named symbol, a named issue, a named file.
     exact_bonus: float = 0.15
+    # Test code is moved down by this much (cosine scale) unless the question is about tests:
+    # tests quote the very phrases questions use ("¿cómo ejecuto las pruebas?" sits in a test
+    # of the glossary) and crowd out the code and docs that answer them.
+    test_penalty: float = 0.02
     # Expand Spanish software words with their English terms for the lexical side.
     glossary: bool = True
     # Also append them to the embedded question ("¿cómo ejecuto las pruebas? (run execute test
@@ -252,10 +256,15 @@ async def _candidates(
             continue
         order = sorted(rows)
         cos = reader.vectors[c][order] @ q
+        tests = reader.test_rows.get(c)
+        if not opt.test_penalty or route.tests or tests is None or not tests.any():
+            tests = None
         cands = []
         for row, s in zip(order, cos, strict=True):
             bonus = opt.exact_bonus if row in exact.get(c, {}) else 0.0
             base = float(s) + opt.alpha * lexs.get(row, 0.0)
+            if tests is not None and tests[row]:
+                base -= opt.test_penalty
             cands.append(Candidate(c, row, base + bonus, bonus))
         out[c] = sorted(cands, key=lambda h: -h.score)[: opt.candidates]
         for row, reason in exact.get(c, {}).items():

@@ -61,6 +61,11 @@ _ISSUEQ = re.compile(
     r"error\s+conocido|fue\s+(?:arreglado|corregido))\b",
     re.IGNORECASE,
 )
+_TESTS = re.compile(
+    r"\b(tests?|tested|testing|unit[\s-]?tests?|specs?|fixtures?|conftest|pytest|mocks?|stubs?|"
+    r"pruebas?|prueban?|probad[oa]s?|probar|teste\w*)\b",
+    re.IGNORECASE,
+)
 _WHERE_BUG = re.compile(
     r"\b(where|which\s+code|what\s+code|fix(?:ed)?|caus\w*|d[óo]nde|qu[ée]\s+c[óo]digo|arregl\w*|"
     r"corrig\w*|implement\w*)\b",
@@ -79,6 +84,7 @@ class Route:
     errors: list[str] = field(default_factory=list)
     kind: str = "general"  # howto | code | issues | general
     hop: bool = False  # issue → code: fetch the issue, then search code with its content
+    tests: bool = False  # the question is about tests: test code is not down-weighted
     weights: dict[Collection, float] = field(
         default_factory=lambda: {"docs": 1.0, "code": 1.0, "issues": 1.0}
     )
@@ -88,7 +94,7 @@ class Route:
             "signals": {
                 "issues": self.issues, "identifiers": self.identifiers, "paths": self.paths,
                 "frames": self.frames, "errors": self.errors, "kind": self.kind,
-                "issue_to_code": self.hop,
+                "issue_to_code": self.hop, "tests": self.tests,
             },
             "weights": dict(self.weights),
         }  # fmt: skip
@@ -139,6 +145,7 @@ def analyse(question: str) -> Route:
         [i for i in r.identifiers + idents if i not in r.paths and not i.startswith("http")]
     )
 
+    r.tests = bool(_TESTS.search(q))
     howto, codeq, issueq = _HOWTO.search(q), _CODEQ.search(q), _ISSUEQ.search(q)
     if issueq and not r.issues:
         r.kind = "issues"

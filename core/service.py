@@ -187,7 +187,7 @@ class RepoExpert:
         cfg = inst.retrieval
         opt = Options(
             k=k or cfg.k, candidates=cfg.candidates, floor=cfg.relevance_floor,
-            alpha=cfg.lexical_weight, exact_bonus=cfg.exact_bonus,
+            alpha=cfg.lexical_weight, exact_bonus=cfg.exact_bonus, test_penalty=cfg.test_penalty,
             weights={**cfg.weights, **(weights or {})} or None, mode=mode,
         )  # fmt: skip
         return await retrieve(reader, self.embedder(name), question, opt)

@@ -35,7 +35,7 @@ from usearch.io import load_matrix, save_matrix
 
 from .errors import IndexError_
 from .lexical import lexical_form, parts
-from .models import COLLECTIONS, Chunk, Collection, Symbol
+from .models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
 
 SCHEMA_VERSION = 2
 
@@ -113,6 +113,8 @@ class IndexReader:
         self.db = db
         self.vectors = vectors
         self.meta: dict[str, Any] = {}
+        # per collection, per row: is the chunk test code (``models.is_test_path``)
+        self.test_rows: dict[str, np.ndarray] = {}
 
     @classmethod
     async def open(cls, path: Path) -> IndexReader:
@@ -129,6 +131,14 @@ class IndexReader:
             reader = cls(path, db, vectors)
             async with db.execute("SELECT key, value FROM meta") as cur:
                 reader.meta = {k: json.loads(v) async for k, v in cur}
+            for name, mat in vectors.items():
+                flags = np.zeros(len(mat), dtype=bool)
+                sql = "SELECT row, path FROM chunks WHERE collection = ? AND path IS NOT NULL"
+                async with db.execute(sql, (name,)) as cur:
+                    for row, chunk_path in await cur.fetchall():
+                        if 0 <= row < len(flags) and is_test_path(chunk_path):
+                            flags[row] = True
+                reader.test_rows[name] = flags
         except BaseException:
             await db.close()
             raise

@@ -182,3 +182,68 @@ def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
 
     squashed = allocate({"code": [h.score for h in code], "docs": [h.score for h in docs]}, 6)
     assert squashed["docs"] == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "is_test"),
+    [
+        ("tests/test_cli.py", True), ("src/pkg/tests/helpers.py", True), ("test/a.c", True),
+        ("pkg/conftest.py", True), ("web/__tests__/app.js", True), ("spec/model_spec.rb", True),
+        ("src/util_test.go", True), ("src/app.test.ts", True), ("ui/button.spec.js", True),
+        ("src/main/java/WidgetTest.java", True), ("Lib/ParserTests.cs", True),
+        ("src/widget/config.py", False), ("core/testing_utils.py", False),
+        ("src/contest.py", False), ("docs/testing.md", False), ("latest/x.py", False),
+        ("src/Attest.java", False), (None, False),
+    ],
+)  # fmt: skip
+def test_test_code_is_recognised_by_path(path: str | None, is_test: bool) -> None:
+    from core.models import is_test_path
+
+    assert is_test_path(path) is is_test
+
+
+@pytest.mark.asyncio
+async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_about(
+    sample,
+) -> None:
+    """A test that quotes the question's words must not outrank the code that answers it;
+    a question about tests still gets the test first."""
+    from conftest import commit_all, write_files
+
+    write_files(sample["repo"], {"tests/test_config.py": '''
+        from widget.config import parse_config
+
+
+        def test_parse_config_reads_widget_toml_and_applies_the_timeout(tmp_path):
+            """Read widget.toml and return a dict of settings with the timeout applied."""
+            (tmp_path / "widget.toml").write_text("")
+            assert parse_config(tmp_path / "widget.toml")["timeout"] == 30
+        '''})  # fmt: skip
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    question = "which settings does reading widget.toml return, with the timeout applied?"
+    # the bag-of-words test embedder spreads scores far wider than e5 (where cosines of one
+    # question span ~0.1 and the default 0.02 is enough), so the penalty is raised to match
+    inst = app.instance("widget")
+    inst.retrieval.test_penalty = 0.15
+
+    def first_code(r) -> str | None:  # type: ignore[no-untyped-def]
+        return next((s.path for s in r.sources if s.collection == "code"), None)
+
+    r = await app.retrieve("widget", question)
+    assert r.route["signals"]["tests"] is False
+    assert first_code(r) == "src/widget/config.py"
+    scores = {s.path: s.score for s in r.sources}
+    r = await app.retrieve("widget", question.replace("which", "which test checks"))
+    assert r.route["signals"]["tests"] is True
+    assert first_code(r) == "tests/test_config.py"
+    # with the penalty off the test's extra matching words put it first, and the penalty is
+    # exactly what moved it
+    inst.retrieval.test_penalty = 0.0
+    r = await app.retrieve("widget", question)
+    assert first_code(r) == "tests/test_config.py"
+    off = {s.path: s.score for s in r.sources}
+    assert off["tests/test_config.py"] - 0.15 == pytest.approx(scores["tests/test_config.py"])
+    assert off["src/widget/config.py"] == pytest.approx(scores["src/widget/config.py"])
+    await app.close()
