@@ -315,6 +315,8 @@ class DiscordBot(discord.Client):
         key = str(getattr(thread, "id", ""))
         interval = self.settings.stream_interval
         preview = Preview(thread, interval) if interval else None
+        answered: discord.Message | None = None  # the message holding the answer's first part
+        first: DiscordMessage | None = None
         try:
             async with thread.typing():
                 try:
@@ -324,19 +326,43 @@ class DiscordBot(discord.Client):
                         await preview.settle()
             first, *rest = answer_messages(reply.answer)
             if preview is not None and preview.message is not None:
-                await preview.message.edit(content=first.content, embeds=first.embeds)
-            else:
-                await thread.send(content=first.content, embeds=first.embeds)
+                try:
+                    await preview.message.edit(content=first.content, embeds=first.embeds)
+                    answered = preview.message
+                except discord.NotFound:  # the preview was deleted meanwhile
+                    preview.message = None
+            if answered is None:
+                answered = await thread.send(content=first.content, embeds=first.embeds)
             for m in rest:
                 await thread.send(content=m.content, embeds=m.embeds)
         except Exception as e:
             log.exception("discord: answering in thread %s failed", key)
-            try:
-                if preview is not None and preview.message is not None:
-                    await preview.message.edit(content=problem_line(e), embeds=[])
-                else:
-                    await thread.send(problem_line(e))
-            except discord.HTTPException as e2:
-                log.error("discord: could not report the failure in %s: %s", key, e2)
+            await self._report(thread, key, problem_line(e), preview, answered, first)
         finally:
             slot.release()
+
+    async def _report(
+        self,
+        thread: discord.abc.Messageable,
+        key: str,
+        line: str,
+        preview: Preview | None,
+        answered: discord.Message | None,
+        first: DiscordMessage | None,
+    ) -> None:
+        """Say what went wrong without taking back what was delivered: under the answer's first
+        message when that got out (edited: posting more may be what failed; the part is cut to
+        make room if it must), else in place of the preview, else as a new message."""
+        try:
+            if answered is not None and first is not None:
+                marker = f"\n-# {line}"
+                body = first.content or ""
+                if len(body) + len(marker) > CONTENT_LIMIT:  # make room, visibly
+                    body = body[: CONTENT_LIMIT - len(marker) - 1] + "…"
+                await answered.edit(content=body + marker, embeds=first.embeds)
+            elif preview is not None and preview.message is not None:
+                await preview.message.edit(content=line, embeds=[])
+            else:
+                await thread.send(line)
+        except discord.HTTPException as e2:
+            log.error("discord: could not report the failure in %s: %s", key, e2)

@@ -183,20 +183,38 @@ _DEFINITION = re.compile(
 _SIGNATURE_CHARS = 200
 
 
+def _closing(s: str, start: int) -> int:
+    """Index of the bracket that closes the one at ``start``, or -1."""
+    depth = 0
+    for i in range(start, len(s)):
+        if s[i] in "([":
+            depth += 1
+        elif s[i] in ")]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
 def _signature(lines: list[str]) -> str:
-    """A definition's header as one line (it may span lines: joined up to the line that opens
-    the body). A long one keeps its end — the return type is what people ask about."""
+    """A definition's header as one line: joined over the lines its brackets span (a
+    one-parameter-per-line signature), no further. A long one keeps its end after the
+    parameter list — the return type is what people ask about."""
     sig_lines = []
+    depth = 0
     for ln in lines[:24]:
-        sig_lines.append(ln.strip())
-        if ln.rstrip().endswith((":", "{")):
+        t = ln.strip()
+        sig_lines.append(t)
+        depth += sum(t.count(c) for c in "([") - sum(t.count(c) for c in ")]")
+        if depth <= 0:
             break
     sig = " ".join(" ".join(sig_lines).split()).replace("( ", "(").replace(" )", ")")
-    sig = sig.replace(",)", ")")  # a trailing comma of a one-parameter-per-line signature
-    sig = sig.rstrip(":{ ")
-    close = sig.rfind(")")
+    sig = sig.replace(",)", ")").rstrip(":{ ")  # a trailing comma of a one-per-line list
+    if len(sig) <= _SIGNATURE_CHARS:
+        return sig
+    close = _closing(sig, sig.find("(")) if "(" in sig else -1
     tail = sig[close:] if close > 0 else ""
-    if len(sig) > _SIGNATURE_CHARS and 1 < len(tail) < _SIGNATURE_CHARS // 3:
+    if 1 < len(tail) < _SIGNATURE_CHARS // 3:
         return clip(sig[:close], _SIGNATURE_CHARS - len(tail) - 1) + " " + tail
     return clip(sig, _SIGNATURE_CHARS)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .answer import render_answer
 from .config import Settings
-from .errors import RepoExpertError
+from .errors import IndexError_, RepoExpertError
 from .eval import load_questions, run_eval, run_judged
 from .index import Summary
 from .judge import make_judge
@@ -108,11 +108,25 @@ async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _ensure_index(app: RepoExpert, name: str) -> None:
+    """``ask`` and ``eval`` build the index when there is none, or when another embedder built
+    it (an upgrade): a person at a terminal would run ``index`` next anyway. (A bot refuses the
+    old index instead: it must not stall a channel for a rebuild.)"""
+    if not app.has_index(name):
+        reason = f"no index for {name} yet: building it first"
+    else:
+        try:
+            await app.reader(name)
+            return
+        except IndexError_ as e:
+            reason = f"{e} — rebuilding it now"
+    print(reason, file=sys.stderr)
+    s = await app.index(name, progress=ProgressBar())
+    print(format_summary(s), file=sys.stderr)
+
+
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
-    if not app.has_index(args.name):
-        print(f"no index for {args.name} yet: building it first", file=sys.stderr)
-        s = await app.index(args.name, progress=ProgressBar())
-        print(format_summary(s), file=sys.stderr)
+    await _ensure_index(app, args.name)
     answer = await app.ask(args.name, args.question)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
@@ -144,8 +158,7 @@ async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[An
 
 async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     questions = load_questions(Path(args.questions))
-    if not app.has_index(args.name):
-        await app.index(args.name, progress=ProgressBar())
+    await _ensure_index(app, args.name)
     if args.compare:
         return await _compare(app, args, questions)
 

@@ -14,9 +14,11 @@ import re
 
 # stem (matched at the start of a lower-cased word, accents kept) -> English terms
 _ES_EN: dict[str, str] = {
-    "abre": "open", "abrir": "open", "acces": "access", "activa": "activate enable",
-    "actualiz": "update", "atómic": "atomic atomically", "cambi": "change changes",
-    "compil": "compile build", "constru": "build builds", "determin": "determine",
+    "abre": "open", "abrir": "open", "acces": "access", "activar": "activate enable",
+    "activaci": "activation enable", "activad": "activated enabled", "actualiz": "update",
+    "atómic": "atomic atomically", "atomic": "atomic atomically", "cambi": "change changes",
+    "compilaci": "compile build", "compilar": "compile build", "construcci": "build builds",
+    "construir": "build", "construy": "build builds", "construid": "built build",
     "reemplaz": "replace", "intercambi": "swap", "interrump": "interrupt",
     "advertencia": "warning", "ajuste": "setting settings", "almacen": "store storage",
     "analiz": "parse analyse", "archiv": "file files", "argument": "argument arguments",

@@ -13,12 +13,14 @@ MARKER = re.compile(r"\[(\d{1,3})\]")
 COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
 
 
-# Test code by its path: a tests/test/spec folder, or a test file name in the common conventions
-# (test_x.py, x_test.py, x_test.go, x.test.ts, x.spec.js, XTest.java, XTests.cs, conftest.py).
-_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing)/")
+# Test code by its path: a tests/test/spec folder (any case), or a test file name in the common
+# conventions (test_x.py, tests.py, x_test.go, x.test.ts, x.spec.js, x.cy.ts, XTest.java,
+# XTests.cs, conftest.py). A "testing/" package is left alone: in libraries it is often public
+# API (numpy.testing).
+_TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|specs?)/", re.IGNORECASE)
 _TEST_FILE = re.compile(
-    r"(^|/)(test_[^/]+|[^/]+_test\.[a-z]+|[^/]+\.(test|spec)\.[a-z]+|[^/]*[a-z0-9]Tests?\.[a-z]+|"
-    r"conftest\.py)$"
+    r"(^|/)(test_[^/]+|tests\.py|[^/]+_test\.[a-z]+|[^/]+\.(test|spec|cy)\.[a-z]+|"
+    r"[^/]*[a-z0-9]Tests?\.[a-z]+|conftest\.py)$"
 )
 
 

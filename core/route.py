@@ -54,8 +54,11 @@ _CODEQ = re.compile(
 _ISSUEQ = re.compile(
     r"\b(is\s+there\s+(?:an?\s+)?(?:issue|bug|ticket|pr|pull\s+request|plan)|known\s+(?:bug|issue|"
     r"problem)|was\s+(?:it|this)\s+(?:fixed|reported)|(?:bug|issue)\s+report|regression|"
-    r"which\s+(?:issue|pr|pull\s+request)|reported|requested|feature\s+requests?|"
-    r"(?:was|were|has|have)\s+(?:\w+\s+){0,6}?(?:asked\s+for|proposed)|"
+    r"which\s+(?:issue|pr|pull\s+request)|reported|feature\s+requests?|"
+    r"(?:was|were|been)\s+(?:\w+\s+){0,8}?(?:requested|proposed|asked\s+for)"
+    r"(?=\s*(?:[?.!,]|$)|\s+(?:by|in|on|before|earlier)\b)|"
+    r"(?:has|have|had)\s+(?:anyone|anybody|someone|somebody|people|users?)\s+(?:ever\s+)?"
+    r"(?:asked\s+for|requested|proposed)|"
     r"hay\s+(?:una?\s+)?(?:incidencia|issue|error|"
     r"bug|problema)|qu[ée]\s+incidencia|se\s+(?:arregl|corrigi|report|pidi)\w*|"
     r"error\s+conocido|fue\s+(?:arreglado|corregido))\b",
@@ -63,7 +66,7 @@ _ISSUEQ = re.compile(
 )
 _TESTS = re.compile(
     r"\b(tests?|tested|testing|unit[\s-]?tests?|specs?|fixtures?|conftest|pytest|mocks?|stubs?|"
-    r"pruebas?|prueban?|probad[oa]s?|probar|teste\w*)\b",
+    r"test_\w+|\w+_test|prueb\w*|probad[oa]s?|probar|probando|teste\w*)\b",
     re.IGNORECASE,
 )
 _WHERE_BUG = re.compile(

@@ -113,7 +113,8 @@ class IndexReader:
         self.db = db
         self.vectors = vectors
         self.meta: dict[str, Any] = {}
-        # per collection, per row: is the chunk test code (``models.is_test_path``)
+        # per collection (code only: docs about testing are docs), per row: is the chunk test
+        # code (``models.is_test_path``)
         self.test_rows: dict[str, np.ndarray] = {}
 
     @classmethod
@@ -132,6 +133,8 @@ class IndexReader:
             async with db.execute("SELECT key, value FROM meta") as cur:
                 reader.meta = {k: json.loads(v) async for k, v in cur}
             for name, mat in vectors.items():
+                if name != "code":
+                    continue
                 flags = np.zeros(len(mat), dtype=bool)
                 sql = "SELECT row, path FROM chunks WHERE collection = ? AND path IS NOT NULL"
                 async with db.execute(sql, (name,)) as cur:

@@ -93,3 +93,15 @@ async def test_a_method_is_quoted_by_its_own_signature_with_its_return_type() ->
     s.symbol = None
     a = await ExtractiveAnswerer().answer("what does Client.send return?", Retrieval([s]))
     assert "`class Client(BaseClient)`" in a.text
+
+
+def test_a_signature_is_joined_over_its_brackets_only() -> None:
+    from core.answer import _code_quotes
+
+    js = "export const DEFAULTS = [\n  'alpha',\n  'beta',\n];\n\nfunction run(x) {\n  f(x);\n}\n"
+    assert _code_quotes(js)[0] == "`export const DEFAULTS = [ 'alpha', 'beta', ];`"
+    py = "def f(x): return x\n\n\nclass A:\n    pass\n"
+    assert _code_quotes(py)[0] == "`def f(x): return x`"
+    long = "def g(\n" + "".join(f"    arg{i}: int = {i},\n" for i in range(15)) + ") -> Widget:\n"
+    quoted = _code_quotes(long)[0]
+    assert quoted.startswith("`def g(arg0: int = 0,") and quoted.endswith("… ) -> Widget`")

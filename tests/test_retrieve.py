@@ -193,7 +193,9 @@ def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
         ("src/main/java/WidgetTest.java", True), ("Lib/ParserTests.cs", True),
         ("src/widget/config.py", False), ("core/testing_utils.py", False),
         ("src/contest.py", False), ("docs/testing.md", False), ("latest/x.py", False),
-        ("src/Attest.java", False), (None, False),
+        ("src/Attest.java", False), ("app/tests.py", True), ("Tests/ParserTests.swift", True),
+        ("e2e/login.cy.ts", True), ("numpy/testing/utils.py", False),
+        ("docs/testing.md", False), ("src/latest_spec_parser.py", False), (None, False),
     ],
 )  # fmt: skip
 def test_test_code_is_recognised_by_path(path: str | None, is_test: bool) -> None:

@@ -318,8 +318,8 @@ async def test_loading_a_big_mirror_does_not_block_the_event_loop(tmp_path: Path
     )
     del got_rows
 
-    # mirrored_issues frees the decoded rows on the loop when it returns (~1/5 of the decode
-    # here): a looser budget, still well under either stage run on the loop.
+    # mirrored_issues runs two stages (decode, then convert) and hands the loop more objects
+    # to collect: a looser budget, still well under either stage run on the loop.
     budget = 0.6 * min(decode_s, convert_s)
     gap, issues = await best_of_three(lambda: mirrored_issues(inst, data_dir), budget)
     assert [i.number for i in issues] == [i.number for i in kept]  # pull requests filtered out

@@ -84,6 +84,7 @@ def test_paths_and_stack_traces() -> None:
         ("Has anyone asked for Discord DMs?", "issues", "issues"),
         ("Is there a feature request for dark mode?", "issues", "issues"),
         ("¿Se pidió un receptor de webhooks?", "issues", "issues"),
+        ("What does Client.send do with the requested URL?", "code", "code"),
     ],
 )
 def test_kind_of_question_sets_weights(question: str, kind: str, top: str) -> None:
@@ -121,3 +122,40 @@ def test_backticked_commands_and_abbreviations_are_not_identifiers() -> None:
     r = analyse("Run `repo-expert serve slack`, then call `ask` (e.g. from `bot/common.py`).")
     assert r.identifiers == ["ask"]
     assert "bot/common.py" in r.paths
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How are requested scopes validated?",
+        "Was the requested URL logged?",
+        "How have the proposed defaults changed?",
+    ],
+)
+def test_requested_as_an_adjective_is_not_an_issue_question(question: str) -> None:
+    assert analyse(question).kind != "issues"
+
+
+@pytest.mark.parametrize(
+    ("question", "tests"),
+    [
+        ("Which test checks the timeout?", True),
+        ("where is test_parse_config?", True),
+        ("¿Cómo pruebo el bot?", True),
+        ("¿Qué pruebas cubren el índice?", True),
+        ("What are the latest release notes?", False),
+        ("How do I attest a build?", False),
+        ("¿Cómo configuro el tiempo de espera?", False),
+    ],
+)
+def test_questions_about_tests_are_recognised(question: str, tests: bool) -> None:
+    assert analyse(question).tests is tests
+
+
+def test_glossary_stems_leave_english_words_alone() -> None:
+    from core.glossary import english_terms
+
+    assert english_terms("What does the Client constructor accept?") == []
+    assert english_terms("Is the config compiled or activated at startup?") == []
+    assert "build" in english_terms("¿Cómo se construye el índice?")
+    assert "atomic" in english_terms("¿es atomico el cambio?")
