@@ -105,6 +105,15 @@ class Hit:
     score: float  # cosine similarity
 
 
+def _test_flags(paths: list[tuple[int, str]], n: int) -> np.ndarray:
+    """``n`` booleans: which rows' paths are test code (``models.is_test_path``)."""
+    flags = np.zeros(n, dtype=bool)
+    for row, path in paths:
+        if 0 <= row < n and is_test_path(path):
+            flags[row] = True
+    return flags
+
+
 class IndexReader:
     """A read-only view of one build: SQLite metadata plus memory-mapped vector matrices."""
 
@@ -132,16 +141,13 @@ class IndexReader:
             reader = cls(path, db, vectors)
             async with db.execute("SELECT key, value FROM meta") as cur:
                 reader.meta = {k: json.loads(v) async for k, v in cur}
-            for name, mat in vectors.items():
-                if name != "code":
-                    continue
-                flags = np.zeros(len(mat), dtype=bool)
-                sql = "SELECT row, path FROM chunks WHERE collection = ? AND path IS NOT NULL"
-                async with db.execute(sql, (name,)) as cur:
-                    for row, chunk_path in await cur.fetchall():
-                        if 0 <= row < len(flags) and is_test_path(chunk_path):
-                            flags[row] = True
-                reader.test_rows[name] = flags
+            if "code" in vectors:  # per row: test code? (for retrieval's test_penalty)
+                sql = "SELECT row, path FROM chunks WHERE collection = 'code' AND path IS NOT NULL"
+                async with db.execute(sql) as cur:
+                    paths = [(int(r), str(p)) for r, p in await cur.fetchall()]
+                reader.test_rows["code"] = await asyncio.to_thread(
+                    _test_flags, paths, len(vectors["code"])
+                )
         except BaseException:
             await db.close()
             raise
