@@ -31,7 +31,6 @@ import contextlib
 import glob
 import hashlib
 import os
-import tempfile
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -364,13 +363,10 @@ def build_int8_graph(
     os.makedirs(folder, exist_ok=True)
     smooth = smooth_scales(f, *calibration) if calibration is not None else None
     model = build_int8_model(f, smooth)
-    fd, tmp = tempfile.mkstemp(prefix=".e5int8-", suffix=".onnx", dir=folder)
-    os.close(fd)
+    # a name of this process and thread; written with the umask's permissions (a shared cache)
+    tmp = f"{out_path}.{os.getpid()}-{threading.get_ident()}.tmp"
     try:
         onnx.save(model, tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o644 & ~umask)  # mkstemp's 0600 would keep other users off a shared cache
         os.replace(tmp, out_path)
     except BaseException:
         with contextlib.suppress(OSError):
