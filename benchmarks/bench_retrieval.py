@@ -27,12 +27,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.answer import ExtractiveAnswerer
-from core.config import EmbeddingConfig
-from core.embed import embed_service
+from core.answer.extractive import ExtractiveAnswerer
+from core.config.schema import EmbeddingConfig
+from core.embed.service import embed_service
 from core.models import Chunk, Symbol
-from core.retrieve import Options, retrieve
-from core.store import BuildWriter, IndexReader
+from core.retrieve.search import Options, retrieve
+from core.store.local import BuildWriter, IndexReader
 
 QUESTIONS = [
     "How do I configure the request timeout?",

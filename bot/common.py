@@ -19,11 +19,11 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.config import Instance
-from core.conversations import ConversationStore, FeedbackRecord, Verdict
+from core.config.schema import Instance
 from core.errors import ConfigError, RepoExpertError
 from core.models import Answer, Source
 from core.service import OnText, RepoExpert
+from core.store.conversations import ConversationStore, FeedbackRecord, Verdict
 
 from . import messages
 from .settings import ServeConfig

@@ -21,9 +21,9 @@ from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.conversations import ConversationStore
 from core.errors import ConfigError, RepoExpertError
 from core.service import RepoExpert
+from core.store.conversations import ConversationStore
 
 from .common import ChatCore
 from .discord import DiscordBot

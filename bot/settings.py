@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.config import load_settings_file
-from core.conversations import default_path
+from core.config.schema import load_settings_file
+from core.store.conversations import default_path
 
 
 class _Model(BaseModel):

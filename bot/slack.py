@@ -23,7 +23,7 @@ from slack_bolt.context.async_context import AsyncBoltContext
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from core.conversations import Verdict
+from core.store.conversations import Verdict
 
 from . import messages
 from .common import (

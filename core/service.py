@@ -16,21 +16,21 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from .answer import Answerer
-from .config import Instance, Settings, find_instance, load_all
-from .embed import EmbedService, embed_service
-from .errors import IndexError_
-from .index import Progress, Summary, build_index
-from .llm import OnText, make_answerer
-from .models import Answer, Collection, Retrieval, Turn
-from .prompt import resolve_followup
-from .retrieve import Options, retrieve
-from .store import IndexReader, current_build, instance_dir
-from .support import embedding_similarity
+from core.answer.extractive import Answerer
+from core.answer.llm import OnText, make_answerer
+from core.answer.prompt import resolve_followup
+from core.answer.support import embedding_similarity
+from core.config.schema import Instance, Settings, find_instance, load_all
+from core.embed.service import EmbedService, embed_service
+from core.errors import IndexError_
+from core.index.build import Progress, Summary, build_index
+from core.models import Answer, Collection, Retrieval, Turn
+from core.retrieve.search import Options, retrieve
+from core.store.local import IndexReader, current_build, instance_dir
 
 if TYPE_CHECKING:
-    from .github import ClientOptions
-    from .sync import SyncReport
+    from core.index.sync import SyncReport
+    from core.ingest.github import ClientOptions
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +120,8 @@ class RepoExpert:
     ) -> SyncReport:
         """One incremental sync: fetch the repository (``repo``), bring the GitHub issues mirror
         up to date (``issues``; ``numbers``: issues a webhook named), update the index. See
-        core/sync.py."""
-        from .sync import sync_instance
+        core/index/sync.py."""
+        from core.index.sync import sync_instance
 
         inst = self.instance(name)
         async with self._build_lock(name):
@@ -133,7 +133,7 @@ class RepoExpert:
 
     async def status(self, name: str) -> dict[str, Any]:
         """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
-        from .sync import instance_status
+        from core.index.sync import instance_status
 
         return await instance_status(self.instance(name), self.settings.data_dir)
 

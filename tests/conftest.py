@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from core.answer import terms
-from core.config import Settings
-from core.embed import EmbedService
+from core.answer.extractive import terms
+from core.config.schema import Settings
+from core.embed.service import EmbedService
 from core.service import RepoExpert
 
 

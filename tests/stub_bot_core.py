@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.answer import Answerer
+from core.answer.extractive import Answerer
 from core.models import Answer, Retrieval, Turn
 
 # Discord ids are snowflakes (17-20 digits); Slack ids are letters and digits.

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from core.answer import ExtractiveAnswerer, finalize_citations, render_answer, terms
+from core.answer.extractive import ExtractiveAnswerer, finalize_citations, render_answer, terms
 from core.models import Retrieval, Source
 
 
@@ -96,7 +96,7 @@ async def test_a_method_is_quoted_by_its_own_signature_with_its_return_type() ->
 
 
 def test_a_signature_is_joined_over_its_brackets_only() -> None:
-    from core.answer import _code_quotes
+    from core.answer.extractive import _code_quotes
 
     js = "export const DEFAULTS = [\n  'alpha',\n  'beta',\n];\n\nfunction run(x) {\n  f(x);\n}\n"
     assert _code_quotes(js)[0] == "`export const DEFAULTS = [ 'alpha', 'beta', ];`"

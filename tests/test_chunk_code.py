@@ -1,4 +1,4 @@
-"""Tests for the tree-sitter code chunker (core/chunking/code.py)."""
+"""Tests for the tree-sitter code chunker (core/chunk/code.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from core.chunking.code import CodeChunk, SymbolDef, chunk_code, language_for_path
+from core.chunk.code import CodeChunk, SymbolDef, chunk_code, language_for_path
 
 
 def words(text: str) -> int:

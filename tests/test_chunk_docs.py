@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from core.chunking.docs import chunk_doc
-from core.chunking.issues import chunk_issue
-from core.chunking.text import pack, prose_units, split_sentences
+from core.chunk.docs import chunk_doc
+from core.chunk.issues import chunk_issue
+from core.chunk.text import pack, prose_units, split_sentences
 
 
 def words(s: str) -> int:

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from core.compare import SYSTEMS, GrepBaseline, chart, compare, markdown
-from core.eval import EvalQuestion, Gold
+from core.eval.compare import SYSTEMS, GrepBaseline, chart, compare, markdown
+from core.eval.metrics import EvalQuestion, Gold
 
 
 def q(i: str, route: str, text: str, paths=(), issues=(), lang="en") -> EvalQuestion:  # type: ignore[no-untyped-def]

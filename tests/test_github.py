@@ -12,12 +12,12 @@ import pytest
 import pytest_asyncio
 from stub_github_api import Req, StubGitHub
 
-from core.config import IssuesConfig
+from core.config.schema import IssuesConfig
 from core.errors import SourceError
-from core.github import ClientOptions, GitHubClient, RateLimited
-from core.sources.github_issues import ISSUES_MARK, row_to_issue, sync_mirror
-from core.sources.issues import issue_document
-from core.sources.state import StateDB
+from core.ingest.github import ClientOptions, GitHubClient, RateLimited
+from core.ingest.issues import issue_document
+from core.ingest.mirror import ISSUES_MARK, row_to_issue, sync_mirror
+from core.store.state import StateDB
 
 NOW = 1_900_000_000.0  # the client's injected clock
 
@@ -425,7 +425,7 @@ async def test_filters_skip_comment_fetches_for_issues_that_will_not_be_indexed(
 
 # -- configuration -------------------------------------------------------------------------------
 def test_issue_source_config_is_checked_and_never_echoes_a_token(tmp_path: Path) -> None:
-    from core.config import load_instance
+    from core.config.schema import load_instance
     from core.errors import ConfigError
 
     f = tmp_path / "x.yaml"

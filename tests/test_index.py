@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from conftest import FakeEmbedder, commit_all, write_files
 
-from core.config import Settings
-from core.embed import EmbedService
+from core.config.schema import Settings
+from core.embed.service import EmbedService
 from core.errors import EmbeddingError
 from core.service import RepoExpert
-from core.store import current_build, open_current
+from core.store.local import current_build, open_current
 
 
 @pytest.mark.asyncio

@@ -16,12 +16,9 @@ import pytest
 from conftest import SAMPLE_ISSUES
 from stub_llm_api import KEY, Reply, Request, StubLLMServer, block_number, source_blocks, use_llm
 
-from core.answer import ExtractiveAnswerer, render_answer
-from core.config import Instance, LLMConfig, load_instance
-from core.errors import ConfigError
-from core.llm import LLMAnswerer, make_answerer, make_chat, resolve_provider
-from core.models import Retrieval, Source, Turn
-from core.prompt import (
+from core.answer.extractive import ExtractiveAnswerer, render_answer
+from core.answer.llm import LLMAnswerer, make_answerer, make_chat, resolve_provider
+from core.answer.prompt import (
     build_context,
     detect_language,
     estimate_tokens,
@@ -29,6 +26,9 @@ from core.prompt import (
     is_followup,
     resolve_followup,
 )
+from core.config.schema import Instance, LLMConfig, load_instance
+from core.errors import ConfigError
+from core.models import Retrieval, Source, Turn
 
 PROVIDERS = ["openai", "anthropic"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.retrieve import allocate
+from core.retrieve.search import allocate
 
 
 def test_collection_with_nothing_relevant_gets_zero_slots() -> None:
@@ -167,7 +167,7 @@ async def test_who_calls_finds_the_call_sites(sample) -> None:
 
 
 def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
-    from core.retrieve import Candidate, select
+    from core.retrieve.search import Candidate, select
 
     code = [Candidate("code", 0, 0.88 + 0.15, 0.15)] + [
         Candidate("code", i, 0.88 - i * 0.005) for i in range(1, 6)
@@ -178,7 +178,7 @@ def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
     assert chosen[0].row == 0 and chosen[0].collection == "code"
     assert len(chosen) == 6 and slots["docs"] >= 1 and slots["issues"] == 0
     # Without the bonus taken out, the one exact hit would have been the only relevant chunk.
-    from core.retrieve import allocate
+    from core.retrieve.search import allocate
 
     squashed = allocate({"code": [h.score for h in code], "docs": [h.score for h in docs]}, 6)
     assert squashed["docs"] == 0

@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 
-from core.config import load_instance
+from core.config.schema import load_instance
 from core.errors import SourceError
-from core.sources import repo as repo_source
-from core.sources import state
-from core.sources.github_issues import mirrored_issues, row_to_issue
-from core.sources.issues import keep_issue
-from core.sources.repo import checkout
-from core.sources.state import IssueRow, StateDB, state_path
+from core.ingest import repo as repo_source
+from core.ingest.issues import keep_issue
+from core.ingest.mirror import mirrored_issues, row_to_issue
+from core.ingest.repo import checkout
+from core.store import state
+from core.store.state import IssueRow, StateDB, state_path
 
 ROOT = Path(__file__).parent.parent
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.sources import state
+from core.store import state
 
 path, mode = Path(sys.argv[1]), sys.argv[2]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from core.lexical import expand, fts_query, lexical_form
-from core.route import analyse
+from core.retrieve.analyse import analyse
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_issue_to_code_hop_detected() -> None:
 
 
 def test_spanish_software_words_get_english_terms_for_lexical_search() -> None:
-    from core.glossary import english_terms
+    from core.retrieve.glossary import english_terms
 
     assert english_terms("¿Cómo ejecuto las pruebas?") == ["run", "execute", "test", "tests"]
     assert "timeout" in english_terms("¿Cuál es el tiempo de espera por defecto?")
@@ -153,7 +153,7 @@ def test_questions_about_tests_are_recognised(question: str, tests: bool) -> Non
 
 
 def test_glossary_stems_leave_english_words_alone() -> None:
-    from core.glossary import english_terms
+    from core.retrieve.glossary import english_terms
 
     assert english_terms("What does the Client constructor accept?") == []
     assert english_terms("Is the config compiled or activated at startup?") == []

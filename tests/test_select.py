@@ -4,8 +4,8 @@ from pathlib import Path
 
 from conftest import make_repo, write_files
 
-from core.config import load_instance
-from core.sources.repo import Checkout, permalink, select_files
+from core.config.schema import load_instance
+from core.ingest.repo import Checkout, permalink, select_files
 
 
 def _inst(tmp_path: Path, extra: str = ""):

@@ -41,10 +41,10 @@ from bot.messages import WRITING
 from bot.serve import run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
-from core.answer import ExtractiveAnswerer
-from core.cli import cmd_feedback
-from core.conversations import ConversationStore
+from core.answer.extractive import ExtractiveAnswerer
+from core.cli.main import cmd_feedback
 from core.models import Turn
+from core.store.conversations import ConversationStore
 
 SECRET = "test-signing-secret"
 TOKEN = "xoxb-test-token"

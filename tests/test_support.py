@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from core.answer.support import check_support, split_sentences
 from core.models import Source
-from core.support import check_support, split_sentences
 
 README = Source(
     collection="docs", title="Widget › Configuration", url="u1", score=1.0, path="README.md",

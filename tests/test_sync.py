@@ -20,14 +20,14 @@ from conftest import SAMPLE_REPO, FakeEmbedder, commit_all, git, make_repo, writ
 from stub_github_api import StubGitHub
 from stub_http import LocalServer
 
-from core.cli import main
-from core.config import Settings
-from core.embed import EmbedService
+from core.cli.main import main
+from core.config.schema import Settings
+from core.embed.service import EmbedService
 from core.errors import SourceError
-from core.github import ClientOptions
+from core.index.sync import SyncReport, format_status, watch
+from core.ingest.github import ClientOptions
 from core.service import RepoExpert
-from core.store import current_build, open_current
-from core.sync import SyncReport, format_status, watch
+from core.store.local import current_build, open_current
 
 TOKEN = "ghp_test_token_0123456789"
 

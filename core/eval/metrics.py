@@ -29,9 +29,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigError
-from .judge import Judge, JudgedQuestion, JudgeReport
-from .models import Answer, Retrieval, Source
+from core.errors import ConfigError
+from core.eval.judge import Judge, JudgedQuestion, JudgeReport
+from core.models import Answer, Retrieval, Source
 
 
 class Gold(BaseModel):

@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from .errors import SourceError
+from core.errors import SourceError
 
 log = logging.getLogger(__name__)
 

@@ -33,9 +33,9 @@ from usearch.index import MetricKind
 from usearch.index import search as usearch_search
 from usearch.io import load_matrix, save_matrix
 
-from .errors import IndexError_
-from .lexical import lexical_form, parts
-from .models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
+from core.errors import IndexError_
+from core.lexical import lexical_form, parts
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
 
 SCHEMA_VERSION = 2
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import Collection
+from core.models import Collection
 
 _ISSUE_URL = re.compile(r"https?://[^\s]+/(?:issues|pull)/(\d+)")
 _ISSUE_REF = re.compile(

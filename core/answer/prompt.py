@@ -25,7 +25,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from .models import MARKER, Source, Turn
+from core.models import MARKER, Source, Turn
 
 NO_ANSWER = "NO_ANSWER"
 CHARS_PER_TOKEN = 3.0

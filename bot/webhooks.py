@@ -38,9 +38,9 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from .config import Instance
-from .errors import ConfigError
-from .service import RepoExpert
+from core.config.schema import Instance
+from core.errors import ConfigError
+from core.service import RepoExpert
 
 log = logging.getLogger(__name__)
 

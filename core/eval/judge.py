@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from .answer import terms
-from .config import LLMConfig
-from .llm import ChatModel, LLMError, make_chat
-from .models import Answer, Source
-from .prompt import format_sources
-from .support import Similarity, Vocab, check_support
+from core.answer.extractive import terms
+from core.answer.llm import ChatModel, LLMError, make_chat
+from core.answer.prompt import format_sources
+from core.answer.support import Similarity, Vocab, check_support
+from core.config.schema import LLMConfig
+from core.models import Answer, Source
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import aiosqlite
 
-from .errors import RepoExpertError
-from .models import Answer, Turn
+from core.errors import RepoExpertError
+from core.models import Answer, Turn
 
 Verdict = Literal["up", "down"]
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from .chunking.text import prose_units
-from .lexical import STOP, parts
-from .models import MARKER, Answer, Retrieval, Source, Turn
-from .prompt import detect_language, resolve_followup
+from core.answer.prompt import detect_language, resolve_followup
+from core.chunk.text import prose_units
+from core.lexical import STOP, parts
+from core.models import MARKER, Answer, Retrieval, Source, Turn
 
 # Code spans and fences: a "[0]" there is an index, not a citation.
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .answer import terms
-from .models import MARKER, Source
-from .prompt import detect_language
+from core.answer.extractive import terms
+from core.answer.prompt import detect_language
+from core.models import MARKER, Source
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from functools import cache
 
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
-from core.chunking.code_langs import (
+from core.chunk.code_langs import (
     CLASSLIKE,
     LANGS,
     SCOPES,

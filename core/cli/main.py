@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .answer import render_answer
-from .config import Settings
-from .errors import IndexError_, RepoExpertError
-from .eval import load_questions, run_eval, run_judged
-from .index import Summary
-from .judge import make_judge
-from .service import RepoExpert
-from .support import embedding_similarity
+from core.answer.extractive import render_answer
+from core.answer.support import embedding_similarity
+from core.config.schema import Settings
+from core.errors import IndexError_, RepoExpertError
+from core.eval.judge import make_judge
+from core.eval.metrics import load_questions, run_eval, run_judged
+from core.index.build import Summary
+from core.service import RepoExpert
 
 log = logging.getLogger("repo_expert")
 
@@ -136,7 +136,7 @@ async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
-    from . import compare
+    from core.eval import compare
 
     reports = await compare.compare(app, args.name, questions, args.k)
     out = Path(args.report or app.settings.data_dir / args.name / "eval")
@@ -186,7 +186,7 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
 
 async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
     if args.platform == "webhooks":
-        from .webhooks import serve_webhooks
+        from bot.webhooks import serve_webhooks
 
         await serve_webhooks(app, args.host, args.port)
         return 0
@@ -209,7 +209,7 @@ def _names(app: RepoExpert, args: argparse.Namespace) -> list[str]:
 
 
 async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
-    from .sync import SyncReport, watch
+    from core.index.sync import SyncReport, watch
 
     if not args.name and not args.all:
         raise RepoExpertError("name an instance, or give --all")
@@ -241,7 +241,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
-    from .sync import format_status
+    from core.index.sync import format_status
 
     statuses = [await app.status(n) for n in _names(app, args)]
     if args.json:
@@ -252,7 +252,7 @@ async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
-    from .conversations import ConversationStore, default_path
+    from core.store.conversations import ConversationStore, default_path
 
     app.instance(args.name)  # an unknown name fails here, with the known ones
     path = Path(args.db) if args.db else default_path(app.settings.data_dir)

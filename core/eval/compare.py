@@ -21,11 +21,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .eval import EvalQuestion, Report, run_eval
-from .lexical import STOP, expand
-from .models import Collection, Retrieval, Source
-from .route import analyse
-from .service import RepoExpert
+from core.eval.metrics import EvalQuestion, Report, run_eval
+from core.lexical import STOP, expand
+from core.models import Collection, Retrieval, Source
+from core.retrieve.analyse import analyse
+from core.service import RepoExpert
 
 SYSTEMS = ("grep", "bm25", "dense", "rrf", "full")
 

@@ -3,7 +3,7 @@
     gh issue list --state all --json number,title,body,state,labels,comments,url,createdAt,closedAt
 
 (``gh pr list`` with the same fields works too), or from the GitHub REST API through the local
-mirror (``github_issues.py``). Each issue becomes one document whose text is the header, the body
+mirror (``mirror.py``). Each issue becomes one document whose text is the header, the body
 and then every comment in order; :func:`keep_issue` applies the configured filters to both.
 """
 
@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..config import IssuesConfig
-from ..errors import SourceError
-from ..models import Document
+from core.config.schema import IssuesConfig
+from core.errors import SourceError
+from core.models import Document
 
 
 @dataclass(frozen=True)

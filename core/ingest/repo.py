@@ -27,9 +27,9 @@ from urllib.parse import urlsplit
 
 import pathspec
 
-from ..config import BUILTIN_EXCLUDES, Instance
-from ..errors import SourceError
-from ..models import Collection
+from core.config.schema import BUILTIN_EXCLUDES, Instance
+from core.errors import SourceError
+from core.models import Collection
 
 log = logging.getLogger(__name__)
 

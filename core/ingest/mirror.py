@@ -42,11 +42,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from ..config import Instance, IssuesConfig
-from ..errors import SourceError
-from ..github import ClientOptions, GitHubClient, Page
-from .issues import Comment, Issue, keep_issue
-from .state import IssueRow, StateDB, state_path
+from core.config.schema import Instance, IssuesConfig
+from core.errors import SourceError
+from core.ingest.github import ClientOptions, GitHubClient, Page
+from core.ingest.issues import Comment, Issue, keep_issue
+from core.store.state import IssueRow, StateDB, state_path
 
 log = logging.getLogger(__name__)
 

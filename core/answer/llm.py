@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from .answer import (
+from core.answer.extractive import (
     Answerer,
     ExtractiveAnswerer,
     clip,
@@ -45,11 +45,11 @@ from .answer import (
     mark_cited,
     no_answer,
 )
-from .config import LLMConfig
-from .errors import ConfigError, RepoExpertError
-from .models import Answer, Retrieval, Turn
-from .prompt import build_context, detect_language, is_no_answer
-from .support import Similarity, check_support
+from core.answer.prompt import build_context, detect_language, is_no_answer
+from core.answer.support import Similarity, check_support
+from core.config.schema import LLMConfig
+from core.errors import ConfigError, RepoExpertError
+from core.models import Answer, Retrieval, Turn
 
 log = logging.getLogger(__name__)
 

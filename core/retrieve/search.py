@@ -32,12 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from .embed import EmbedService
-from .glossary import english_terms
-from .lexical import fts_query, parts
-from .models import COLLECTIONS, Collection, Retrieval, Source
-from .route import Route, analyse
-from .store import IndexReader
+from core.embed.service import EmbedService
+from core.lexical import fts_query, parts
+from core.models import COLLECTIONS, Collection, Retrieval, Source
+from core.retrieve.analyse import Route, analyse
+from core.retrieve.glossary import english_terms
+from core.store.local import IndexReader
 
 
 @dataclass

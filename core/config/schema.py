@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from .errors import ConfigError, InstanceNotFound
+from core.errors import ConfigError, InstanceNotFound
 
 DEFAULT_INSTANCES_DIR = "instances"
 DEFAULT_DATA_DIR = ".repo-expert"
@@ -88,8 +88,8 @@ class IncludeConfig(_Model):
 
 class IssuesConfig(_Model):
     """Issues and pull requests: a file in the shape ``gh issue list --json`` prints, or a GitHub
-    repository read through the REST API and mirrored incrementally (see core/sources/
-    github_issues.py). The filters apply to both."""
+    repository read through the REST API and mirrored incrementally (see core/ingest/
+    mirror.py). The filters apply to both."""
 
     file: str | None = Field(
         default=None,

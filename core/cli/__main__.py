@@ -1,0 +1,5 @@
+import sys
+
+from core.cli.main import main
+
+sys.exit(main())
