@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from core.answer.extractive import ExtractiveAnswerer, finalize_citations, render_answer, terms
+from core.answer.extractive import ExtractiveAnswerer, finalize_citations, terms
+from core.cli.render import render_answer
 from core.models import Retrieval, Source
 
 

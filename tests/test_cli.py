@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_ISSUES, SAMPLE_REPO, make_repo
 
-from core.cli.main import main
+from core.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from stub_llm_api import Reply, Request, StubLLMServer, block_number, source_blocks, use_llm
 
-from core.cli.main import cmd_eval, parser
+from core.cli import parser
+from core.cli.commands import cmd_eval
 from core.eval.judge import SUPPORT_METHOD, LLMJudge, SupportJudge, fact_covered, make_judge
 from core.eval.metrics import EvalQuestion, Gold, run_judged
 from core.models import Answer

@@ -16,7 +16,7 @@ import pytest
 from conftest import SAMPLE_ISSUES
 from stub_llm_api import KEY, Reply, Request, StubLLMServer, block_number, source_blocks, use_llm
 
-from core.answer.extractive import ExtractiveAnswerer, render_answer
+from core.answer.extractive import ExtractiveAnswerer
 from core.answer.llm import LLMAnswerer, make_answerer, make_chat, resolve_provider
 from core.answer.prompt import (
     build_context,
@@ -26,6 +26,7 @@ from core.answer.prompt import (
     is_followup,
     resolve_followup,
 )
+from core.cli.render import render_answer
 from core.config.schema import Instance, LLMConfig, load_instance
 from core.errors import ConfigError
 from core.models import Retrieval, Source, Turn

@@ -42,7 +42,7 @@ from bot.serve import run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
 from core.answer.extractive import ExtractiveAnswerer
-from core.cli.main import cmd_feedback
+from core.cli.commands import cmd_feedback
 from core.models import Turn
 from core.store.conversations import ConversationStore
 

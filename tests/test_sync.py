@@ -20,11 +20,13 @@ from conftest import SAMPLE_REPO, FakeEmbedder, commit_all, git, make_repo, writ
 from stub_github_api import StubGitHub
 from stub_http import LocalServer
 
-from core.cli.main import main
+from core.cli import main
+from core.cli.render import format_status
+from core.cli.watch import watch
 from core.config.schema import Settings
 from core.embed.service import EmbedService
 from core.errors import SourceError
-from core.index.sync import SyncReport, format_status, watch
+from core.index.sync import SyncReport
 from core.ingest.github import ClientOptions
 from core.service import RepoExpert
 from core.store.local import current_build, open_current

@@ -358,26 +358,3 @@ def _label(src: Source) -> str:
     if src.collection == "code":
         return f"{src.path} ({src.symbol})" if src.symbol else f"{src.path}"
     return f"{src.path} › {src.title}" if src.title != src.path else f"{src.path}"
-
-
-def render_sources(sources: list[Source]) -> str:
-    out = []
-    for s in sources:
-        where = s.location()
-        title = "" if s.collection == "issues" else f" — {s.title}" if s.title != s.path else ""
-        if s.collection == "issues":
-            where = s.title
-        out.append(f"[{s.n}] {where}{title}\n    {s.url}")
-    return "\n".join(out)
-
-
-def render_answer(answer: Answer) -> str:
-    parts = [f"Note: {answer.note}"] if answer.note else []
-    parts.append(answer.text)
-    if answer.unsupported:
-        flagged = "\n".join(f"  ! {s}" for s in answer.unsupported)
-        parts.append(f"Not supported by the sources they cite (check before relying on them):\n"
-                     f"{flagged}")  # fmt: skip
-    if answer.sources:
-        parts.append(f"Sources:\n{render_sources(answer.sources)}")
-    return "\n\n".join(parts)

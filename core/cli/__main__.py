@@ -1,5 +1,5 @@
 import sys
 
-from core.cli.main import main
+from core.cli import main
 
 sys.exit(main())

@@ -1,4 +1,5 @@
-"""One incremental sync of an instance, its recorded status, and the ``--watch`` loop.
+"""One incremental sync of an instance, and its recorded status (``sync --watch`` repeats it:
+``core/cli/watch.py``).
 
 A sync is: fetch the repository (a ``url`` clone; a local ``path`` is read as it is), bring the
 GitHub issues mirror up to date (``ingest/mirror.py``), then update the index — only
@@ -14,13 +15,12 @@ fails the sync. Every sync records its time, outcome and error in the instance's
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.config.schema import Instance
 from core.embed.service import EmbedService
@@ -32,9 +32,6 @@ from core.ingest.mirror import ISSUES_MARK, MirrorReport, mirrored_issues, sync_
 from core.ingest.repo import checkout
 from core.store.local import IndexReader, current_build
 from core.store.state import StateDB, state_path
-
-if TYPE_CHECKING:
-    from core.service import RepoExpert
 
 log = logging.getLogger(__name__)
 
@@ -212,67 +209,3 @@ async def instance_status(inst: Instance, data_dir: Path) -> dict[str, Any]:
             if inst.issues.github:
                 out["issues_mirror"] = await db.counts()
     return out
-
-
-def format_status(st: dict[str, Any]) -> str:
-    def when(t: Any) -> str:
-        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "never"
-
-    chunks = ", ".join(f"{c} {n}" for c, n in st["chunks"].items()) or "no index"
-    ok = {True: "ok", False: "failed", None: ""}[st["last_sync_ok"]]
-    lines = [
-        f"{st['instance']}",
-        f"  source:        {st['source']}" + (f" @ {st['ref']}" if st["ref"] else ""),
-        f"  indexed:       {st['indexed_commit'] or '(no commit)'}  built {when(st['built_at'])}",
-        f"  chunks:        {chunks}",
-        f"  last sync:     {when(st['last_sync_at'])} {ok}".rstrip(),
-        f"  issues:        {st['issues_source'] or 'none'}",
-    ]
-    if st.get("issues_mirror"):
-        m = st["issues_mirror"]
-        lines.append(
-            f"  issues mark:   {st['issues_mark'] or 'none'}  ({m['stored']} mirrored, "
-            f"{m['pull_requests']} PRs, {m['pending_comments']} awaiting comments)"
-        )
-    if st["last_error"]:
-        lines.append(f"  last error:    {when(st['last_error_at'])}: {st['last_error']}")
-    return "\n".join(lines)
-
-
-# -- sync --watch ------------------------------------------------------------------------------
-OnReport = Callable[[str, "SyncReport | BaseException"], None]
-
-
-async def watch(
-    app: RepoExpert,
-    names: list[str],
-    on_report: OnReport,
-    *,
-    interval: float | None = None,
-    stop: asyncio.Event | None = None,
-    options: ClientOptions | None = None,
-) -> None:
-    """Sync each instance every ``interval`` seconds (default: its ``sync_interval``) until
-    ``stop`` is set. One instance failing never stops the others; a rate limit postpones that
-    instance's next sync until the limit resets."""
-    stop = stop or asyncio.Event()
-
-    async def loop(name: str) -> None:
-        while not stop.is_set():
-            wait = interval or app.instance(name).sync_interval
-            try:
-                rep = await app.sync(name, options=options)
-                on_report(name, rep)
-                if rep.retry_at:
-                    wait = max(wait, rep.retry_at - time.time())
-            except RepoExpertError as e:
-                on_report(name, e)
-            except Exception as e:  # a bug in one instance's sync must not stop the others
-                log.exception("sync of %s failed", name)
-                on_report(name, e)
-            try:
-                await asyncio.wait_for(stop.wait(), wait)
-            except TimeoutError:
-                pass
-
-    await asyncio.gather(*(loop(n) for n in names))

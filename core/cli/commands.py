@@ -1,0 +1,204 @@
+"""The commands of ``repo-expert``: each maps its arguments to :class:`RepoExpert` calls and
+prints the result (``--json`` or :mod:`core.cli.render`). ``serve`` lives with the parser, the
+one place allowed to reach up to the faces."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from core.answer.support import embedding_similarity
+from core.cli.render import ProgressBar, format_status, format_summary, render_answer
+from core.cli.watch import watch
+from core.errors import IndexError_, RepoExpertError
+from core.eval.judge import make_judge
+from core.eval.metrics import load_questions, run_eval, run_judged
+from core.index.sync import SyncReport
+from core.service import RepoExpert
+
+
+async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
+    insts = app.load_instances()
+    if args.json:
+        listing = {
+            n: {"file": str(i.source_file), "description": i.description,
+                "indexed": app.has_index(n)}
+            for n, i in insts.items()
+        }  # fmt: skip
+        print(json.dumps(listing, indent=2))
+        return 0
+    if not insts:
+        print(f"no instances in {app.settings.instances_dir}")
+    for n, i in insts.items():
+        state = "indexed" if app.has_index(n) else "not indexed"
+        print(f"{n:<24} {state:<12} {i.source_file}  {i.description}")
+    return 0
+
+
+async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
+    progress = None if args.quiet else ProgressBar()
+    summary = await app.index(args.name, progress=progress, full=args.full)
+    print(json.dumps(summary.to_json(), indent=2) if args.json else format_summary(summary))
+    return 0
+
+
+async def _ensure_index(app: RepoExpert, name: str) -> None:
+    """``ask`` and ``eval`` build the index when there is none, or when another embedder built
+    it (an upgrade): a person at a terminal would run ``index`` next anyway. (A bot refuses the
+    old index instead: it must not stall a channel for a rebuild.)"""
+    if not app.has_index(name):
+        reason = f"no index for {name} yet: building it first"
+    else:
+        try:
+            await app.reader(name)
+            return
+        except IndexError_ as e:
+            reason = f"{e} — rebuilding it now"
+    print(reason, file=sys.stderr)
+    s = await app.index(name, progress=ProgressBar())
+    print(format_summary(s), file=sys.stderr)
+
+
+async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
+    await _ensure_index(app, args.name)
+    answer = await app.ask(args.name, args.question)
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print(render_answer(answer))
+    return 0
+
+
+async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
+    from core.eval import compare
+
+    reports = await compare.compare(app, args.name, questions, args.k)
+    out = Path(args.report or app.settings.data_dir / args.name / "eval")
+    md = compare.markdown(reports, args.k)
+
+    def write() -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(md)
+        compare.chart(reports, args.k, out / "compare.png")
+
+    await asyncio.to_thread(write)
+    if args.json:
+        print(json.dumps(compare.to_json(reports), indent=2, ensure_ascii=False))
+    else:
+        print(md)
+        print(f"written: {out / 'compare.md'}, {out / 'compare.png'}")
+    return 0
+
+
+async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
+    questions = load_questions(Path(args.questions))
+    await _ensure_index(app, args.name)
+    if args.compare:
+        return await _compare(app, args, questions)
+
+    async def fn(q: str) -> Any:
+        return await app.retrieve(args.name, q, k=args.k)
+
+    report = await run_eval(questions, fn, args.k)
+    if not args.judge:
+        print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+        return 0
+    # Answer each question through the service (the instance's llm and retrieval.k) and judge
+    # it on the evidence its answerer saw.
+    svc = app.embedder(args.name)
+    judge = make_judge(
+        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages)
+    )
+    judged = await run_judged(questions, lambda q: app.ask(args.name, q), judge)
+    if args.json:
+        print(json.dumps({**report.to_json(), "judge": judged.to_json()}, indent=2,
+                         ensure_ascii=False))  # fmt: skip
+    else:
+        print(f"{report.table()}\n\n{judged.table()}")
+    return 0
+
+
+def _names(app: RepoExpert, args: argparse.Namespace) -> list[str]:
+    if args.all or not args.name:
+        names = list(app.load_instances())
+        if not names:
+            raise RepoExpertError(f"no instances in {app.settings.instances_dir}")
+        return names
+    app.instance(args.name)  # an unknown name fails here, with the known ones
+    return [args.name]
+
+
+async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
+    if not args.name and not args.all:
+        raise RepoExpertError("name an instance, or give --all")
+    names = _names(app, args)
+
+    def show(name: str, r: SyncReport | BaseException) -> None:
+        if isinstance(r, SyncReport):
+            print(json.dumps(r.to_json()) if args.json else r.line(), flush=True)
+        else:
+            print(f"sync of {name} failed: {r}", file=sys.stderr, flush=True)
+
+    if args.watch:
+        await watch(app, names, show, interval=args.interval)
+        return 0
+    failed = 0
+    for name in names:
+        try:
+            r = await app.sync(
+                name, full=args.full, refetch_issues=args.refetch_issues,
+                progress=None if args.quiet or args.json else ProgressBar(),
+            )  # fmt: skip
+        except RepoExpertError as e:
+            show(name, e)
+            failed += 1
+            continue
+        show(name, r)
+        failed += not r.ok
+    return 1 if failed else 0
+
+
+async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
+    statuses = [await app.status(n) for n in _names(app, args)]
+    if args.json:
+        print(json.dumps(statuses, indent=2))
+    else:
+        print("\n\n".join(format_status(s) for s in statuses))
+    return 0
+
+
+async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
+    from core.store.conversations import ConversationStore, default_path
+
+    app.instance(args.name)  # an unknown name fails here, with the known ones
+    path = Path(args.db) if args.db else default_path(app.settings.data_dir)
+    records = []
+    if path.exists():
+        store = await ConversationStore.open(path)
+        try:
+            records = await store.feedback(args.name, args.limit)
+        finally:
+            await store.close()
+    if args.json:
+        print(json.dumps([r.to_json() for r in records], ensure_ascii=False, indent=2))
+        return 0
+    if not records:
+        print(f"no feedback on {args.name} yet ({path})")
+        return 0
+    up = sum(r.verdict == "up" for r in records)
+    print(f"{args.name}: {up} 👍  {len(records) - up} 👎  (newest first)")
+    for r in records:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+        mark = "👍" if r.verdict == "up" else "👎"
+        answer = " ".join(r.answer.split())
+        print(f"\n{when}  {mark}  {r.platform} user {r.user}  (turn {r.turn_id})")
+        print(f"  Q: {r.question}")
+        print(f"  A: {answer[:300] + ' …' if len(answer) > 300 else answer}")
+        for s in r.sources:
+            print(f"     [{s.get('n')}] {s.get('url') or s.get('path') or s.get('title')}")
+    return 0
