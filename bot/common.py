@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.config.schema import Instance
+from core.config import Instance
 from core.errors import ConfigError, RepoExpertError
 from core.models import Answer, Source
 from core.service import OnText, RepoExpert

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.config.schema import load_settings_file
+from core.config import load_settings_file
 from core.store.conversations import default_path
 
 

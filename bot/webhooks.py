@@ -38,7 +38,7 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from core.config.schema import Instance
+from core.config import Instance
 from core.errors import ConfigError
 from core.service import RepoExpert
 

@@ -20,7 +20,7 @@ from core.answer.extractive import Answerer
 from core.answer.llm import OnText, make_answerer
 from core.answer.prompt import resolve_followup
 from core.answer.support import embedding_similarity
-from core.config.schema import Instance, Settings, find_instance, load_all
+from core.config import Instance, Settings, find_instance, load_all
 from core.embed.service import EmbedService, embed_service
 from core.errors import IndexError_
 from core.index.build import Progress, Summary, build_index

@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 
 from core.answer.extractive import terms
-from core.config.schema import Settings
+from core.config import Settings
 from core.embed.service import EmbedService
 from core.service import RepoExpert
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from core.config.schema import find_instance, load_all, load_instance
+from core.config import find_instance, load_all, load_instance
 from core.errors import ConfigError, InstanceNotFound
 
 

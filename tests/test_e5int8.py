@@ -21,7 +21,7 @@ import onnxruntime  # noqa: F401  (a default dependency: a missing one must fail
 import pytest
 from conftest import assert_e5_api, cosine
 
-from core.config.schema import EmbeddingConfig
+from core.config import EmbeddingConfig
 from core.embed import e5 as e5fast
 from core.embed.e5 import FastE5
 from core.embed.e5._onnx import GRAPH_VERSION, cached_graph_path

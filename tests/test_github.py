@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from stub_github_api import Req, StubGitHub
 
-from core.config.schema import IssuesConfig
+from core.config import IssuesConfig
 from core.errors import SourceError
 from core.ingest.github import ClientOptions, GitHubClient, RateLimited
 from core.ingest.issues import issue_document
@@ -425,7 +425,7 @@ async def test_filters_skip_comment_fetches_for_issues_that_will_not_be_indexed(
 
 # -- configuration -------------------------------------------------------------------------------
 def test_issue_source_config_is_checked_and_never_echoes_a_token(tmp_path: Path) -> None:
-    from core.config.schema import load_instance
+    from core.config import load_instance
     from core.errors import ConfigError
 
     f = tmp_path / "x.yaml"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from conftest import FakeEmbedder, commit_all, write_files
 
-from core.config.schema import Settings
+from core.config import Settings
 from core.embed.service import EmbedService
 from core.errors import EmbeddingError
 from core.service import RepoExpert

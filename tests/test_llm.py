@@ -27,7 +27,7 @@ from core.answer.prompt import (
     resolve_followup,
 )
 from core.cli.render import render_answer
-from core.config.schema import Instance, LLMConfig, load_instance
+from core.config import Instance, LLMConfig, load_instance
 from core.errors import ConfigError
 from core.models import Retrieval, Source, Turn
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from core.config.schema import load_instance
+from core.config import load_instance
 from core.errors import SourceError
 from core.ingest import repo as repo_source
 from core.ingest.issues import keep_issue

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from conftest import make_repo, write_files
 
-from core.config.schema import load_instance
+from core.config import load_instance
 from core.ingest.repo import Checkout, permalink, select_files
 
 

@@ -23,7 +23,7 @@ from stub_http import LocalServer
 from core.cli import main
 from core.cli.render import format_status
 from core.cli.watch import watch
-from core.config.schema import Settings
+from core.config import Settings
 from core.embed.service import EmbedService
 from core.errors import SourceError
 from core.index.sync import SyncReport

@@ -16,7 +16,7 @@ from conftest import SAMPLE_REPO, FakeEmbedder, commit_all, git, make_repo, writ
 from stub_github_api import StubGitHub
 
 from bot.webhooks import SyncScheduler, make_web_app, serve_webhooks, signature, verify
-from core.config.schema import Settings
+from core.config import Settings
 from core.embed.service import EmbedService
 from core.errors import ConfigError
 from core.service import RepoExpert
@@ -236,7 +236,7 @@ async def test_serving_needs_an_instance_with_a_secret(tmp_path: Path) -> None:
 
 def test_issue_events_of_the_code_repository_are_not_the_issues_repositorys() -> None:
     from bot.webhooks import request_for
-    from core.config.schema import Instance
+    from core.config import Instance
 
     inst = Instance.model_validate({
         "repo": {"url": "https://github.com/acme/widget.git"},

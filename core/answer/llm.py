@@ -47,7 +47,7 @@ from core.answer.extractive import (
 )
 from core.answer.prompt import build_context, detect_language, is_no_answer
 from core.answer.support import Similarity, check_support
-from core.config.schema import LLMConfig
+from core.config import LLMConfig
 from core.errors import ConfigError, RepoExpertError
 from core.models import Answer, Retrieval, Turn
 

@@ -15,7 +15,7 @@ import logging
 import sys
 
 from core.cli import commands as c
-from core.config.schema import Settings
+from core.config import Settings
 from core.errors import RepoExpertError
 from core.service import RepoExpert
 

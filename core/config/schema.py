@@ -1,33 +1,20 @@
-"""Instance configuration: one YAML file per repository in the instances directory.
+"""The instance schema: what one YAML file in the instances directory may say.
 
 Every setting is a pydantic field with a description and ``extra="forbid"``, so a typo fails
-loudly with the file, the key path and what was expected. ``${VAR}`` anywhere in a string value
-reads the environment (``${VAR:-default}`` gives a default).
+loudly with the file, the key path and what was expected (``load.py`` reads the files and
+formats the errors; ``access.py`` is the bots' access policy).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from core.errors import ConfigError, InstanceNotFound
-
-DEFAULT_INSTANCES_DIR = "instances"
-DEFAULT_DATA_DIR = ".repo-expert"
+from core.config.access import AccessConfig
 
 DEFAULT_DOCS_INCLUDE = ["**/*.md", "**/*.markdown", "**/*.rst", "**/*.txt", "**/*.adoc"]
 DEFAULT_CODE_INCLUDE = [
@@ -294,77 +281,6 @@ class LLMConfig(_Model):
         return v
 
 
-def _allows(
-    spaces: list[str], channels: list[str], defaults: list[str], space: str | None, channel: str,
-    private: bool,
-) -> bool:  # fmt: skip
-    if spaces and space not in spaces:
-        return False
-    if channel in channels or channel in defaults:
-        return True
-    if channels:
-        return False
-    return bool(spaces) or not private
-
-
-class _ChatAccess(_Model):
-    channels: list[str] = Field(
-        default_factory=list,
-        description="Channel IDs allowed; empty: every channel of the allowed workspaces/guilds.",
-    )
-    default_channels: list[str] = Field(
-        default_factory=list,
-        description="Channel IDs where this instance answers when no instance is named (these "
-        "channels are allowed too). One default per channel across all instances.",
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _ids_as_text(cls, v: Any) -> Any:
-        # Discord snowflakes are often written as YAML integers.
-        return [str(x) if isinstance(x, int) else x for x in v] if isinstance(v, list) else v
-
-
-class SlackAccess(_ChatAccess):
-    workspaces: list[str] = Field(
-        default_factory=list, description="Slack team IDs (T…) allowed; empty: any workspace."
-    )
-
-    def allows(self, workspace: str | None, channel: str, private: bool) -> bool:
-        return _allows(
-            self.workspaces, self.channels, self.default_channels, workspace, channel, private
-        )
-
-
-class DiscordAccess(_ChatAccess):
-    guilds: list[str] = Field(
-        default_factory=list, description="Discord guild (server) IDs allowed; empty: any guild."
-    )
-
-    def allows(self, guild: str | None, channel: str, private: bool) -> bool:
-        return _allows(self.guilds, self.channels, self.default_channels, guild, channel, private)
-
-
-class AccessConfig(_Model):
-    """Where the chat bots may answer with this instance (a thread counts as its channel).
-
-    Without lists, an instance answers everywhere unless ``private``; a non-empty list restricts
-    to it; ``private: true`` makes empty lists mean nowhere, so a private instance answers only in
-    workspaces/guilds/channels it names.
-    """
-
-    private: bool = Field(
-        default=False,
-        description="Answer only where slack/discord below name a workspace, guild or channel.",
-    )
-    slack: SlackAccess = Field(default_factory=SlackAccess)
-    discord: DiscordAccess = Field(default_factory=DiscordAccess)
-
-    def allows(self, platform: str, space: str | None, channel: str) -> bool:
-        side = self.slack if platform == "slack" else self.discord
-        return side.allows(space, channel, self.private)
-
-
 class Instance(_Model):
     """One configured repository: its sources, how it is indexed, how it answers."""
 
@@ -436,137 +352,3 @@ class Instance(_Model):
         if not p.is_absolute() and self.source_file is not None:
             p = self.source_file.parent / p
         return p.resolve()
-
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-def _expand(value: Any, file: Path, loc: str) -> Any:
-    """Replace ``${VAR}`` in every string of a loaded YAML tree."""
-    if isinstance(value, str):
-
-        def sub(m: re.Match[str]) -> str:
-            var, default = m.group(1), m.group(2)
-            if var in os.environ:
-                return os.environ[var]
-            if default is not None:
-                return default
-            raise ConfigError(
-                f"{file}: {loc or '(top level)'}: environment variable {var} is not set "
-                f"(referenced as ${{{var}}})"
-            )
-
-        return _VAR.sub(sub, value)
-    if isinstance(value, dict):
-        return {k: _expand(v, file, f"{loc}.{k}" if loc else str(k)) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_expand(v, file, f"{loc}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
-def _format_validation(file: Path, err: ValidationError) -> str:
-    lines = [f"{file}: invalid instance configuration"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-        msg = e["msg"]
-        if e["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling; see the configuration reference in README)"
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        got = e.get("input")
-        extra = (
-            f" (got {got!r})"
-            if e["type"] not in ("missing", "extra_forbidden")
-            and not isinstance(got, dict)
-            and not any(w in loc for w in ("api_key", "token", "secret"))  # never echo one
-            else ""
-        )
-        lines.append(f"  {loc}: {msg}{extra}")
-    return "\n".join(lines)
-
-
-def load_instance(file: Path) -> Instance:
-    """Load and validate one instance file; errors name the file and the key."""
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{file}: expected a mapping of settings at the top level")
-    raw = _expand(raw, file, "")
-    try:
-        inst = Instance.model_validate(raw)
-    except ValidationError as e:
-        raise ConfigError(_format_validation(file, e)) from None
-    inst.source_file = file.resolve()
-    if not inst.name:
-        inst.name = file.stem
-    return inst
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def load_settings_file(file: Path, model: type[_M]) -> _M:
-    """Load another YAML settings file (e.g. the chat bots' serve file) into ``model``, with the
-    same ``${VAR}`` expansion and error messages as an instance file."""
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, OSError) as e:
-        raise ConfigError(f"{file}: cannot read settings: {e}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{file}: expected a mapping of settings at the top level")
-    try:
-        return model.model_validate(_expand(raw, file, ""))
-    except ValidationError as e:
-        raise ConfigError(_format_validation(file, e).replace("instance ", "", 1)) from None
-
-
-@dataclass
-class Settings:
-    """Where instances and data live (flags > environment > defaults)."""
-
-    instances_dir: Path
-    data_dir: Path
-
-    @classmethod
-    def from_env(cls, instances: str | None = None, data: str | None = None) -> Settings:
-        return cls(
-            instances_dir=Path(
-                instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR
-            ),
-            data_dir=Path(data or os.environ.get("REPO_EXPERT_DATA") or DEFAULT_DATA_DIR),
-        )
-
-
-def instance_files(directory: Path) -> list[Path]:
-    if not directory.is_dir():
-        raise ConfigError(f"{directory}: instances directory not found")
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-
-
-def load_all(directory: Path) -> dict[str, Instance]:
-    """Load every instance; fails on the first invalid file or a duplicated name."""
-    out: dict[str, Instance] = {}
-    for f in instance_files(directory):
-        inst = load_instance(f)
-        if inst.name in out:
-            other = out[inst.name].source_file
-            raise ConfigError(f"{f}: name: instance '{inst.name}' is already defined in {other}")
-        out[inst.name] = inst
-    return out
-
-
-def find_instance(directory: Path, name: str) -> Instance:
-    for f in instance_files(directory):
-        if f.stem == name:
-            inst = load_instance(f)
-            if inst.name == name:
-                return inst
-    insts = load_all(directory)
-    if name in insts:
-        return insts[name]
-    known = ", ".join(sorted(insts)) or "none"
-    raise InstanceNotFound(f"no instance named '{name}' in {directory} (known: {known})")

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from core.config.schema import EmbeddingConfig
+from core.config import EmbeddingConfig
 from core.errors import ConfigError, EmbeddingError
 
 log = logging.getLogger(__name__)

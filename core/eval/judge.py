@@ -29,7 +29,7 @@ from core.answer.extractive import terms
 from core.answer.llm import ChatModel, LLMError, make_chat
 from core.answer.prompt import format_sources
 from core.answer.support import Similarity, Vocab, check_support
-from core.config.schema import LLMConfig
+from core.config import LLMConfig
 from core.models import Answer, Source
 
 log = logging.getLogger(__name__)

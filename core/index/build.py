@@ -25,7 +25,7 @@ import numpy as np
 from core.chunk.code import chunk_code
 from core.chunk.docs import chunk_doc
 from core.chunk.issues import chunk_issue
-from core.config.schema import Instance
+from core.config import Instance
 from core.embed.service import EmbedService, text_hash
 from core.errors import SourceError
 from core.ingest.git_diff import ChangeSet, changes_between

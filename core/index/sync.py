@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config.schema import Instance
+from core.config import Instance
 from core.embed.service import EmbedService
 from core.errors import RepoExpertError, SourceError
 from core.index.build import Progress, Summary, build_index, load_issues

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from core.config.schema import IssuesConfig
+from core.config import IssuesConfig
 from core.errors import SourceError
 from core.models import Document
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from core.config.schema import Instance, IssuesConfig
+from core.config import Instance, IssuesConfig
 from core.errors import SourceError
 from core.ingest.github import ClientOptions, GitHubClient, Page
 from core.ingest.issues import Comment, Issue, keep_issue

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 
 import pathspec
 
-from core.config.schema import BUILTIN_EXCLUDES, Instance
+from core.config import BUILTIN_EXCLUDES, Instance
 from core.errors import SourceError
 from core.models import Collection
 
