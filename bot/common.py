@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.config import Instance
-from core.errors import ConfigError, RepoExpertError
+from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Source
 from core.service import OnText, RepoExpert
 from core.store.conversations import ConversationStore, FeedbackRecord, Verdict
@@ -31,10 +31,6 @@ from .settings import ServeConfig
 log = logging.getLogger(__name__)
 
 Platform = Literal["slack", "discord"]
-
-
-class NotAllowed(RepoExpertError):
-    """An instance was asked where its access configuration does not allow it."""
 
 
 @dataclass(frozen=True)
@@ -286,7 +282,7 @@ class Background:
 
 def failure_line(exc: BaseException) -> str:
     """One line for the thread; the details go to the log (by the caller)."""
-    what = messages.FAILURES.get(type(exc).__name__, messages.FAILURE_OTHER)
+    what = exc.user_line if isinstance(exc, RepoExpertError) else RepoExpertError.user_line
     return messages.failed(what)
 
 

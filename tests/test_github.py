@@ -13,8 +13,8 @@ import pytest_asyncio
 from stub_github_api import Req, StubGitHub
 
 from core.config import IssuesConfig
-from core.errors import SourceError
-from core.ingest.github import ClientOptions, GitHubClient, RateLimited
+from core.errors import RateLimited, SourceError
+from core.ingest.github import ClientOptions, GitHubClient
 from core.ingest.issues import issue_document
 from core.ingest.mirror import ISSUES_MARK, row_to_issue, sync_mirror
 from core.store.state import StateDB

@@ -48,7 +48,7 @@ from core.answer.extractive import (
 from core.answer.prompt import build_context, detect_language, is_no_answer
 from core.answer.support import Similarity, check_support
 from core.config import LLMConfig
-from core.errors import ConfigError, RepoExpertError
+from core.errors import ConfigError, LLMError
 from core.models import Answer, Retrieval, Turn
 
 log = logging.getLogger(__name__)
@@ -57,10 +57,6 @@ DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4o-mini"}
 RETRY_AFTER_CAP = 30.0
 
 OnText = Callable[[str], Awaitable[None]]  # receives the streamed reply so far (a preview)
-
-
-class LLMError(RepoExpertError):
-    """The language model could not give an answer (down, refused, timed out, unreadable)."""
 
 
 class ChatModel(Protocol):

