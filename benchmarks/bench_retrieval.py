@@ -27,12 +27,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from core.answer.extractive import ExtractiveAnswerer
-from core.config.schema import EmbeddingConfig
+from core.answer import ExtractiveAnswerer
+from core.config import EmbeddingConfig, RetrievalConfig
 from core.embed.service import embed_service
+from core.layout import Layout
 from core.models import Chunk, Symbol
-from core.retrieve.search import Options, retrieve
-from core.store.local import BuildWriter, IndexReader
+from core.retrieve import Options, retrieve
+from core.store.local import LocalStore
 
 QUESTIONS = [
     "How do I configure the request timeout?",
@@ -56,13 +57,13 @@ def _words() -> list[str]:
     return ws
 
 
-async def build(data: Path, n: int, dim: int, seed: int = 0) -> Path:
+async def build(store: LocalStore, n: int, dim: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = _words()
     split = {"docs": int(n * 0.2), "code": int(n * 0.6)}
     split["issues"] = n - split["docs"] - split["code"]
-    async with BuildWriter(data, "bench") as w:
+    async with store.writer("bench") as w:
         syms: list[Symbol] = []
         for coll, count in split.items():
             chunks = []
@@ -77,13 +78,12 @@ async def build(data: Path, n: int, dim: int, seed: int = 0) -> Path:
                 chunks.append(c)
                 if coll == "code":
                     syms.append(Symbol(name, name, "function", path, 1, 30))
-            await w.add_chunks(coll, chunks)
             v = nrng.standard_normal((count, dim)).astype(np.float32)
             v /= np.linalg.norm(v, axis=1, keepdims=True)
-            await w.write_vectors(coll, v)
+            await w.add_chunks(coll, chunks, v)  # type: ignore[arg-type]
         await w.add_symbols(syms)
         await w.set_meta("stamp", {"bench": True})
-        return await w.commit()
+        await w.commit()
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -98,17 +98,19 @@ async def main() -> None:
     ap.add_argument("--json", help="also write the results to this JSON file")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
-    svc = embed_service(EmbeddingConfig(), tmp)
+    svc = embed_service(EmbeddingConfig(), Layout(tmp))
     name, dim, _ = await svc.info()
     print(f"query embedder: {name}")
     await svc.embed_query("warm up")
     results = {}
     for n in args.sizes:
         t = time.perf_counter()
-        path = await build(tmp / str(n), n, dim)
+        store = LocalStore(Layout(tmp / str(n)))
+        await build(store, n, dim)
         built = time.perf_counter() - t
-        reader = await IndexReader.open(path)
-        opt = Options()
+        reader = await store.open_live("bench")
+        assert reader is not None
+        opt = Options.of(RetrievalConfig())
         answerer = ExtractiveAnswerer()
         ret, ask, emb = [], [], []
         for i in range(args.queries):

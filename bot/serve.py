@@ -73,10 +73,10 @@ async def serve(
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
     check_env(which, config, env)
-    store = await ConversationStore.open(config.database_path(app.settings.data_dir))
+    store = await ConversationStore.open(config.database_path(app.layout.conversations))
     try:
         core = ChatCore(app, store, config, instances)
-        cold = [n for n in instances if not app.has_index(n)]
+        cold = [n for n in instances if not await app.has_index(n)]
         if cold:
             log.warning("not indexed yet (the first question builds it): %s", ", ".join(cold))
         runs: list[Awaitable[None]] = []

@@ -14,7 +14,6 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.config import load_settings_file
-from core.store.conversations import default_path
 
 
 class _Model(BaseModel):
@@ -91,8 +90,8 @@ class ServeConfig(_Model):
         "sqlite.",
     )  # fmt: skip
 
-    def database_path(self, data_dir: Path) -> Path:
-        return Path(self.database) if self.database else default_path(data_dir)
+    def database_path(self, default: Path) -> Path:
+        return Path(self.database) if self.database else default
 
 
 def load_serve_config(file: str | None = None) -> ServeConfig:

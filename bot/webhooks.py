@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -40,7 +39,7 @@ from aiohttp import web
 
 from core.config import Instance
 from core.errors import ConfigError
-from core.service import RepoExpert
+from core.service import RepoExpert, SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -64,18 +63,6 @@ def verify(secret: str, body: bytes, header: str | None) -> bool:
     return hmac.compare_digest(signature(secret, body).encode(), header.encode("utf-8", "replace"))
 
 
-@dataclass
-class SyncRequest:
-    repo: bool = False
-    issues: bool = False
-    numbers: set[int] = field(default_factory=set)
-
-    def merge(self, other: SyncRequest) -> None:
-        self.repo |= other.repo
-        self.issues |= other.issues
-        self.numbers |= other.numbers
-
-
 class SyncScheduler:
     """Runs requested syncs in the background: one per instance at a time, later requests merged
     into the next run (after ``debounce`` seconds, so a burst becomes one sync)."""
@@ -88,7 +75,8 @@ class SyncScheduler:
         self.runs: list[tuple[str, SyncRequest]] = []  # what ran, in order (for logs and tests)
 
     def request(self, name: str, req: SyncRequest) -> None:
-        self._pending.setdefault(name, SyncRequest()).merge(req)
+        pending = self._pending.get(name)
+        self._pending[name] = pending.merge(req) if pending is not None else req
         if name not in self._tasks:
             self._tasks[name] = asyncio.create_task(self._worker(name))
 
@@ -99,9 +87,7 @@ class SyncScheduler:
                 req = self._pending.pop(name)
                 self.runs.append((name, req))
                 try:
-                    rep = await self.app.sync(
-                        name, repo=req.repo, issues=req.issues, numbers=req.numbers
-                    )
+                    rep = await self.app.sync(name, req)
                     log.info("%s", rep.line())
                 except Exception:  # one failed sync must not stop the receiver
                     log.exception("webhook-triggered sync of %s failed", name)
@@ -141,7 +127,7 @@ def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequ
         else:
             default = str((payload.get("repository") or {}).get("default_branch") or "")
             ok = bool(default) and ref == f"refs/heads/{default}"
-        return SyncRequest(repo=True) if ok else None
+        return SyncRequest(repo=True, issues=False) if ok else None
     key = ISSUE_EVENTS.get(event) or PR_EVENTS.get(event)
     if key is None or not inst.issues.github:
         return None
@@ -152,7 +138,7 @@ def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequ
     number = obj.get("number") if isinstance(obj, dict) else None
     if not isinstance(number, int):
         return None
-    return SyncRequest(issues=True, numbers={number})
+    return SyncRequest(repo=False, issues=True, numbers=frozenset({number}))
 
 
 class WebhookReceiver:

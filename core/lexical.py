@@ -6,7 +6,8 @@ Identifiers are written many ways: ``parse_config``, ``parseConfig``, ``ParseCon
 word-ish token, its lower-cased parts (split at ``_ . / - :`` and camelCase boundaries) and, for a
 compound, the parts joined (``parseconfig``). A query is expanded the same way, so every spelling
 meets every other: the parts match each other, and the joined form rewards the exact identifier.
-FTS5 (unicode61 tokenizer) indexes the lexical form; BM25 ranks.
+The store indexes the lexical form and ranks by BM25 (``query_terms`` is what a question is
+searched with); :func:`terms` compares texts word by word (answers, the support check).
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ def lexical_form(text: str) -> str:
     return " ".join(expand(text))
 
 
-def fts_query(text: str, max_terms: int = 32) -> str | None:
-    """An FTS5 MATCH expression: any of the question's expanded terms (BM25 does the weighing)."""
+def query_terms(text: str, max_terms: int = 32) -> list[str]:
+    """The lexical tokens a question is searched with: its expanded terms without stop words or
+    one-letter tokens, first occurrence first, at most ``max_terms`` (BM25 does the weighing; the
+    store turns them into its own query syntax)."""
     seen: list[str] = []
     for t in expand(text, keep_stop=False):
         if len(t) < 2 or t in seen:
@@ -63,6 +66,23 @@ def fts_query(text: str, max_terms: int = 32) -> str | None:
         seen.append(t)
         if len(seen) >= max_terms:
             break
-    if not seen:
-        return None
-    return " OR ".join(f'"{t}"' for t in seen)
+    return seen
+
+
+_WORD = re.compile(r"[A-Za-zÀ-ÿ_][A-Za-zÀ-ÿ0-9_]*")
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words, identifiers split too (``parse_config``/``parseConfig`` → parse, config),
+    stop words removed, crude plural folding. Splitting and stop words are
+    lexical search's; used to compare texts word by word (quotes, support, the fake embedder)."""
+    out: list[str] = []
+    for w in _WORD.findall(text):
+        ps = parts(w)
+        for p in [w.lower(), *ps] if len(ps) > 1 else [w.lower()]:
+            if len(p) < 2 or p in STOP:
+                continue
+            if len(p) > 4 and p.endswith("s") and not p.endswith("ss"):
+                p = p[:-1]
+            out.append(p)
+    return out

@@ -136,6 +136,9 @@ class Retrieval:
     route: dict[str, Any] = field(default_factory=dict)
     slots: dict[str, int] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # What was searched: the question, or a follow-up joined to the turn it follows (resolved
+    # once, by the service; the answerer scores its quotes against the same text).
+    query: str = ""
 
 
 @dataclass

@@ -1,40 +1,47 @@
-"""The service every face calls (CLI, Slack, Discord, eval): ``RepoExpert.ask``.
+"""The service every face calls (CLI, Slack, Discord, webhooks, eval): :class:`RepoExpert`.
 
-It owns the loaded instances, one embedding service per embedding config, and an open reader
-per instance that follows the ``current`` build link, so a re-index swapped in by another
-process is picked up on the next question without a restart.
+It owns the loaded instances, one embedding service per embedding config, the store of the
+deployment (the local store under the data folder by default), and an open reader per instance
+that follows the live build, so a re-index swapped in by another process is picked up on the
+next question without a restart.
+
+    ask(instance, question)        → Answer      retrieve, then the instance's answerer
+    retrieve(instance, question)   → Retrieval   what eval and the baselines score
+    sync(instance, SyncRequest)    → SyncReport  gather sources, build, record (index is one)
+    status(instance)               → dict        indexed commit, last sync and error
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import logging
-import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from core.answer.extractive import Answerer
-from core.answer.llm import OnText, make_answerer
-from core.answer.prompt import resolve_followup
+from core.answer import Answerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed.service import EmbedService, embed_service
 from core.errors import IndexError_
-from core.index.build import Progress, Summary, build_index
+from core.index.build import Progress, Summary
+from core.index.sync import SyncReport, instance_status, sync_instance
+from core.ingest.gather import SyncRequest
+from core.ingest.github import ClientOptions
+from core.layout import Layout
 from core.models import Answer, Collection, Retrieval, Turn
-from core.retrieve.search import Options, retrieve
-from core.store.local import IndexReader, current_build, instance_dir
-
-if TYPE_CHECKING:
-    from core.index.sync import SyncReport
-    from core.ingest.github import ClientOptions
+from core.retrieve.followup import resolve_followup
+from core.retrieve.options import Mode, Options
+from core.retrieve.search import retrieve
+from core.store.base import BuildReader, IndexStore
+from core.store.local import LocalStore
 
 log = logging.getLogger(__name__)
 
 EmbedderFor = Callable[[Instance], EmbedService]
+
+# What faces use with the service: the service's own types, importable from here.
+__all__ = ["OnText", "RepoExpert", "SyncReport", "SyncRequest"]
 
 # How long a replaced index reader stays open for the questions still running on it.
 RETIRE_GRACE_S = 300.0
@@ -46,10 +53,13 @@ class RepoExpert:
         settings: Settings,
         embedder_for: EmbedderFor | None = None,
         answerer: Answerer | None = None,
+        store: IndexStore | None = None,
     ) -> None:
         self.settings = settings
+        self.layout = Layout(settings.data_dir)
+        self.store: IndexStore = store or LocalStore(self.layout)
         self._embedder_for = embedder_for or (
-            lambda inst: embed_service(inst.embedding, settings.data_dir)
+            lambda inst: embed_service(inst.embedding, self.layout)
         )
         # One answerer for every instance when given (tests); else each instance's `llm` config.
         self._owns_embedders = embedder_for is None
@@ -57,10 +67,9 @@ class RepoExpert:
         self.answerer = answerer
         self._answerers: dict[str, Answerer] = {}
         self._instances: dict[str, Instance] = {}
-        self._readers: dict[str, IndexReader] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._readers: dict[str, BuildReader] = {}
         self._open_locks: dict[str, asyncio.Lock] = {}
-        self._retired: list[tuple[float, IndexReader]] = []
+        self._retired: list[tuple[float, BuildReader]] = []
 
     # -- instances ---------------------------------------------------------------------------
     def load_instances(self) -> dict[str, Instance]:
@@ -82,83 +91,60 @@ class RepoExpert:
         return svc
 
     # -- indexing ----------------------------------------------------------------------------
-    async def index(
-        self, name: str, progress: Progress | None = None, full: bool = False
-    ) -> Summary:
-        inst = self.instance(name)
-        async with self._build_lock(name):
-            return await build_index(
-                inst, self.settings.data_dir, self.embedder(name), progress, full=full
-            )
-
-    @contextlib.asynccontextmanager
-    async def _build_lock(self, name: str) -> AsyncIterator[None]:
-        """One build or sync per instance at a time, across processes too (readers never wait:
-        they keep using the live build)."""
-        lock = self._locks.setdefault(name, asyncio.Lock())
-        async with lock:
-            d = instance_dir(self.settings.data_dir, name)
-            d.mkdir(parents=True, exist_ok=True)
-            fd = os.open(d / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-            try:
-                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
-                yield
-            finally:
-                os.close(fd)
-
     async def sync(
         self,
         name: str,
+        request: SyncRequest | None = None,
         *,
-        repo: bool = True,
-        issues: bool = True,
-        numbers: Iterable[int] = (),
-        full: bool = False,
-        refetch_issues: bool = False,
         progress: Progress | None = None,
         options: ClientOptions | None = None,
     ) -> SyncReport:
-        """One incremental sync: fetch the repository (``repo``), bring the GitHub issues mirror
-        up to date (``issues``; ``numbers``: issues a webhook named), update the index. See
-        core/index/sync.py."""
-        from core.index.sync import sync_instance
-
+        """One update of the index: gather the sources as ``request`` says (default: fetch the
+        repository and the GitHub issues), build incrementally, record the outcome (see
+        ``core/index/sync.py``). One build or sync per instance at a time, across processes
+        too; readers never wait: they keep using the live build."""
         inst = self.instance(name)
-        async with self._build_lock(name):
+        async with self.store.lock(name):
             return await sync_instance(
-                inst, self.settings.data_dir, self.embedder(name), repo=repo, issues=issues,
-                numbers=numbers, full=full, refetch_issues=refetch_issues, progress=progress,
-                options=options,
+                inst, self.layout, self.store, self.embedder(name), request or SyncRequest(),
+                progress, options,
             )  # fmt: skip
+
+    async def index(
+        self, name: str, progress: Progress | None = None, full: bool = False
+    ) -> Summary:
+        """Build or update the index (a sync that fetches everything): its summary."""
+        report = await self.sync(name, SyncRequest(full=full), progress=progress)
+        assert report.summary is not None  # a sync without a build raised
+        return report.summary
 
     async def status(self, name: str) -> dict[str, Any]:
         """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
-        from core.index.sync import instance_status
+        return await instance_status(self.instance(name), self.layout, self.store)
 
-        return await instance_status(self.instance(name), self.settings.data_dir)
+    async def has_index(self, name: str) -> bool:
+        return await self.store.live_id(name) is not None
 
-    def has_index(self, name: str) -> bool:
-        return current_build(self.settings.data_dir, name) is not None
-
-    async def reader(self, name: str) -> IndexReader:
-        """The open reader of the live build, reopened when a new build has been swapped in.
+    async def reader(self, name: str) -> BuildReader:
+        """The open reader of the live build, reopened when a new build has been swapped in
+        (and built first when there is none).
 
         The reader it replaces is retired, not closed: questions already running on it finish
         there, and it is closed a grace period later (or by :meth:`close`)."""
-        path = current_build(self.settings.data_dir, name)
+        live = await self.store.live_id(name)
         r = self._readers.get(name)
-        if r is not None and r.path == path:
+        if r is not None and r.build_id == live:
             return r
         async with self._open_locks.setdefault(name, asyncio.Lock()):
-            path = current_build(self.settings.data_dir, name)
+            live = await self.store.live_id(name)
             r = self._readers.get(name)
-            if r is not None and r.path == path:
+            if r is not None and r.build_id == live:
                 return r  # another task opened it while we waited
-            if path is None:
+            if live is None:
                 await self.index(name)
-                path = current_build(self.settings.data_dir, name)
-                assert path is not None
-            new = await IndexReader.open(path)
+            new = await self.store.open_live(name)
+            if new is None:
+                raise IndexError_(f"instance '{name}' has no index: run `repo-expert index {name}`")
             await self._check_stamp(name, new)
             self._readers[name] = new
             now = time.monotonic()
@@ -180,16 +166,10 @@ class RepoExpert:
         question: str,
         k: int | None = None,
         weights: dict[Collection, float] | None = None,
-        mode: str = "full",
+        mode: Mode = "full",
     ) -> Retrieval:
-        inst = self.instance(name)
+        opt = Options.of(self.instance(name).retrieval, k=k, weights=weights, mode=mode)
         reader = await self.reader(name)
-        cfg = inst.retrieval
-        opt = Options(
-            k=k or cfg.k, candidates=cfg.candidates, floor=cfg.relevance_floor,
-            alpha=cfg.lexical_weight, exact_bonus=cfg.exact_bonus, test_penalty=cfg.test_penalty,
-            weights={**cfg.weights, **(weights or {})} or None, mode=mode,
-        )  # fmt: skip
         return await retrieve(reader, self.embedder(name), question, opt)
 
     async def ask(
@@ -206,20 +186,15 @@ class RepoExpert:
         returned is the same as without ``on_text`` and replaces it. Extractive answers don't
         stream: ``on_text`` is never called."""
         t = time.perf_counter()
-        # A follow-up ("and its default?") is searched together with the turn it follows; the
-        # answerer gets the question as asked, and the conversation.
+        # A follow-up ("and its default?") is searched together with the turn it follows —
+        # resolved once, here; the answerer gets the question as asked, the conversation, and
+        # (in the retrieval) what was searched.
         query = resolve_followup(question, conversation)
         retrieval = await self.retrieve(name, query)
         if query != question:
             retrieval.route["query"] = query
         ta = time.perf_counter()
-        answerer = self.answerer_for(name)
-        if on_text is not None and getattr(answerer, "streams", False):
-            answer = await answerer.answer(  # type: ignore[call-arg]
-                question, retrieval, conversation, on_text=on_text
-            )
-        else:
-            answer = await answerer.answer(question, retrieval, conversation)
+        answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000
         return answer
@@ -236,7 +211,7 @@ class RepoExpert:
             a = self._answerers[name] = make_answerer(inst.llm, inst.name, sim)
         return a
 
-    async def _check_stamp(self, name: str, reader: IndexReader) -> None:
+    async def _check_stamp(self, name: str, reader: BuildReader) -> None:
         """Refuse to search vectors of another model: the query would be embedded differently."""
         built = reader.stamp
         model, dim, _ = await self.embedder(name).info()

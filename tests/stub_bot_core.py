@@ -4,10 +4,9 @@ answerer wrappers around the real answerer (record, hold at a gate, lengthen, fa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from core.answer.extractive import Answerer
+from core.answer import Answerer, OnText
 from core.models import Answer, Retrieval, Turn
 
 # Discord ids are snowflakes (17-20 digits); Slack ids are letters and digits.
@@ -47,11 +46,15 @@ class RecordingAnswerer:
         self.fail: BaseException | None = None
 
     async def answer(
-        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+        self,
+        question: str,
+        retrieval: Retrieval,
+        conversation: list[Turn] | None = None,
+        on_text: OnText | None = None,
     ) -> Answer:
         if self.fail is not None:
             raise self.fail
-        a = await self.inner.answer(question, retrieval, conversation)
+        a = await self.inner.answer(question, retrieval, conversation, on_text)
         if self.expand:
             a.text += "".join(f"\n\nparagraph {i} of the long answer." for i in range(self.expand))
         self.calls.append((question, conversation, a.text))
@@ -68,18 +71,20 @@ class GatedAnswerer:
         self.release = asyncio.Event()
 
     async def answer(
-        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+        self,
+        question: str,
+        retrieval: Retrieval,
+        conversation: list[Turn] | None = None,
+        on_text: OnText | None = None,
     ) -> Answer:
         self.entered.set()
         await self.release.wait()
-        return await self.inner.answer(question, retrieval, conversation)
+        return await self.inner.answer(question, retrieval, conversation, on_text)
 
 
 class StreamingAnswerer:
     """A model that streams: ``on_text`` gets ``steps`` growing prefixes of ``preview`` (default:
     the real answer's text) ``gap`` seconds apart, then the real answer is returned."""
-
-    streams = True
 
     def __init__(self, inner: Answerer, steps: int = 20, gap: float = 0.05) -> None:
         self.inner = inner
@@ -92,7 +97,7 @@ class StreamingAnswerer:
         question: str,
         retrieval: Retrieval,
         conversation: list[Turn] | None = None,
-        on_text: Callable[[str], Awaitable[None]] | None = None,
+        on_text: OnText | None = None,
     ) -> Answer:
         a = await self.inner.answer(question, retrieval, conversation)
         text = self.preview if self.preview is not None else a.text

@@ -15,15 +15,17 @@ A request with ``"stream": true`` is answered in the API's server-sent events (O
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
+from stub_http import LocalServer
 
 
 @dataclass
@@ -62,108 +64,79 @@ class Request:
         return content if isinstance(content, str) else "".join(b["text"] for b in content)
 
 
-class StubLLMServer:
+class StubLLMServer(LocalServer):
+    """Both wire formats on one local server (``LocalServer``: aiohttp on 127.0.0.1)."""
+
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[Request] = []
         self.errors: list[str] = []  # exceptions raised by ``responder``
         self.script: list[Reply] = []
         self.default = Reply(text="(stub: no reply scripted)")
         self.responder: Callable[[Request], Reply] | None = None
-        self._lock = threading.Lock()
-        stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:
-                n = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(n) or b"{}")
-                req = Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body,
-                              time.monotonic())  # fmt: skip
-                with stub._lock:
-                    stub.requests.append(req)
-                    try:
-                        if stub.responder is not None:
-                            reply = stub.responder(req)
-                        else:
-                            reply = stub.script.pop(0) if stub.script else stub.default
-                    except Exception as e:  # a test's responder failed: say so, don't hang up
-                        stub.errors.append(f"{type(e).__name__}: {e}")
-                        reply = Reply(status=400, error=f"stub responder failed: {e}")
-                if reply.delay:
-                    time.sleep(reply.delay)
-                if (
-                    body.get("stream")
-                    and reply.status < 400
-                    and self.path.endswith(("/chat/completions", "/messages"))
-                ):
-                    self._stream(reply, body)
-                    return
-                if self.path.endswith("/chat/completions"):
-                    payload = _openai(reply, body)
-                elif self.path.endswith("/messages"):
-                    payload = _anthropic(reply, body)
-                else:
-                    reply, payload = Reply(status=404), {"error": {"message": "no such route"}}
-                data = json.dumps(payload).encode()
-                try:
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (a timeout test)
-
-            def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
-                openai = self.path.endswith("/chat/completions")
-                events = (_openai_events if openai else _anthropic_events)(reply, body)
-                if reply.cut:
-                    events = events[: len(events) // 2]
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/event-stream")
-                    self.send_header("Transfer-Encoding", "chunked")
-                    for k, v in reply.headers.items():
-                        self.send_header(k, v)
-                    self.end_headers()
-                    for ev in events:
-                        data = ev.encode()
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-                        self.wfile.flush()
-                        if reply.gap:
-                            time.sleep(reply.gap)
-                    if reply.cut:  # no last chunk: the client sees the body end too soon
-                        self.close_connection = True
-                        return
-                    self.wfile.write(b"0\r\n\r\n")
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.port = self.httpd.server_address[1]
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{path:.*}", self.handle)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> StubLLMServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
     def count(self, path_suffix: str = "") -> int:
         return sum(r.path.endswith(path_suffix) for r in self.requests)
+
+    def _reply(self, req: Request) -> Reply:
+        try:
+            if self.responder is not None:
+                return self.responder(req)
+            return self.script.pop(0) if self.script else self.default
+        except Exception as e:  # a test's responder failed: say so, don't hang up
+            self.errors.append(f"{type(e).__name__}: {e}")
+            return Reply(status=400, error=f"stub responder failed: {e}")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body = json.loads(raw or b"{}")
+        path = request.path
+        req = Request(path, {k.lower(): v for k, v in request.headers.items()}, body,
+                      time.monotonic())  # fmt: skip
+        self.requests.append(req)
+        reply = self._reply(req)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        if body.get("stream") and reply.status < 400 and path.endswith(_ROUTES):
+            return await self._stream(request, reply, body)
+        if path.endswith("/chat/completions"):
+            payload = _openai(reply, body)
+        elif path.endswith("/messages"):
+            payload = _anthropic(reply, body)
+        else:
+            reply, payload = Reply(status=404), {"error": {"message": "no such route"}}
+        return web.json_response(payload, status=reply.status, headers=reply.headers)
+
+    async def _stream(
+        self, request: web.Request, reply: Reply, body: dict[str, Any]
+    ) -> web.StreamResponse:
+        openai = request.path.endswith("/chat/completions")
+        events = (_openai_events if openai else _anthropic_events)(reply, body)
+        if reply.cut:
+            events = events[: len(events) // 2]
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", **reply.headers})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for ev in events:
+            await resp.write(ev.encode())
+            if reply.gap:
+                await asyncio.sleep(reply.gap)
+        if reply.cut:  # no last chunk: the client sees the body end too soon
+            assert request.transport is not None
+            request.transport.abort()
+            return resp
+        await resp.write_eof()
+        return resp
+
+
+_ROUTES = ("/chat/completions", "/messages")
 
 
 def _openai(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:

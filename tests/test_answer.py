@@ -4,8 +4,10 @@ import re
 
 import pytest
 
-from core.answer.extractive import ExtractiveAnswerer, finalize_citations, terms
+from core.answer.citations import finalize_citations
+from core.answer.extractive import ExtractiveAnswerer
 from core.cli.render import render_answer
+from core.lexical import terms
 from core.models import Retrieval, Source
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_repo
+from helpers import make_repo
 
 from bot.common import Access, Limits, Pick, Place, Refusal, split_text
 from bot.discord import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, answer_messages

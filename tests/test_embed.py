@@ -66,7 +66,7 @@ def test_backend_config_errors() -> None:
 
 @pytest.mark.asyncio
 async def test_embed_service_caches_passages(tmp_path: Path) -> None:
-    from conftest import FakeEmbedder
+    from helpers import FakeEmbedder
 
     fe = FakeEmbedder()
     svc = EmbedService(lambda: fe, tmp_path / "cache.sqlite", batch_size=2)

@@ -4,13 +4,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from conftest import FakeEmbedder, commit_all, write_files
+from helpers import FakeApp, FakeEmbedder, commit_all, live_build, open_live, write_files
 
 from core.config import Settings
-from core.embed.service import EmbedService
 from core.errors import EmbeddingError
 from core.service import RepoExpert
-from core.store.local import current_build, open_current
 
 
 @pytest.mark.asyncio
@@ -23,7 +21,7 @@ async def test_full_index_summary_and_contents(sample) -> None:
     assert s.over_window == 0 and 0 < s.largest_chunk_tokens <= s.window
     assert s.excluded["exclude patterns"] == 1  # tasks/internal.md at the root
     assert s.excluded["built-in excludes (vendored, lock, minified, binary types)"] == 1
-    r = await open_current(sample["tmp"] / "data", "widget")
+    r = await open_live(sample["tmp"] / "data", "widget")
     try:
         paths = {c.path for c in await r.all_chunks()}
         assert "tasks/internal.md" not in paths and "vendor/lib.py" not in paths
@@ -57,7 +55,7 @@ async def test_one_file_change_reembeds_only_that_files_chunks(sample) -> None:
     assert second.chunks_embedded == 1
     assert sum(n for n, q in emb.calls if not q) == 1
     assert second.chunks == first.chunks
-    r = await open_current(sample["tmp"] / "data", "widget")
+    r = await open_live(sample["tmp"] / "data", "widget")
     try:
         docs = await r.all_chunks("docs")
         assert any("sixty" in c.text for c in docs)
@@ -80,7 +78,7 @@ async def test_deleted_file_leaves_the_index(sample) -> None:
     commit_all(repo)
     s = await app.index("widget")
     assert s.units_deleted == 1 and s.files["docs"] == 1
-    r = await open_current(sample["tmp"] / "data", "widget")
+    r = await open_live(sample["tmp"] / "data", "widget")
     try:
         assert "docs/guide.md" not in {c.path for c in await r.all_chunks()}
     finally:
@@ -99,15 +97,15 @@ class CrashingEmbedder(FakeEmbedder):
 async def test_crash_mid_build_leaves_previous_index_serving(sample) -> None:
     app, repo, tmp = sample["app"], sample["repo"], sample["tmp"]
     await app.index("widget")
-    live = current_build(tmp / "data", "widget")
+    live = live_build(tmp / "data", "widget")
     before = await app.ask("widget", "default timeout")
     write_files(repo, {"docs/new.md": "# New\n\nA brand new page about caching.\n"})
     commit_all(repo)
-    svc = EmbedService(CrashingEmbedder, tmp / "data" / "cache2.sqlite", 4)
-    crashing = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
+    crashing = FakeApp(tmp / "instances", tmp / "data", CrashingEmbedder,
+                       cache=tmp / "data" / "cache2.sqlite")  # fmt: skip
     with pytest.raises(EmbeddingError, match="simulated crash"):
         await crashing.index("widget")
-    assert current_build(tmp / "data", "widget") == live
+    assert live_build(tmp / "data", "widget") == live
     assert not list((tmp / "data" / "widget" / "builds").glob(".tmp-*"))
     after = await app.ask("widget", "default timeout")
     assert [s.url for s in after.sources] == [s.url for s in before.sources]
@@ -119,12 +117,12 @@ async def test_crash_mid_build_leaves_previous_index_serving(sample) -> None:
 async def test_killed_writer_temp_folder_is_ignored_and_pruned(sample) -> None:
     app, tmp = sample["app"], sample["tmp"]
     await app.index("widget")
-    live = current_build(tmp / "data", "widget")
+    live = live_build(tmp / "data", "widget")
     builds = tmp / "data" / "widget" / "builds"
     stale = builds / ".tmp-20240101T000000-999999999-1"  # a dead writer's half-written build
     stale.mkdir()
     (stale / "meta.sqlite").write_bytes(b"garbage")
-    assert current_build(tmp / "data", "widget") == live  # readers never look at temp folders
+    assert live_build(tmp / "data", "widget") == live  # readers never look at temp folders
     await app.index("widget")
     assert not stale.exists()
     await app.close()
@@ -138,8 +136,7 @@ async def test_changed_embedder_stamp_forces_rebuild(sample) -> None:
     class Other(FakeEmbedder):
         name = "other-model"
 
-    svc = EmbedService(Other, tmp / "data" / "cache.sqlite", 4)
-    other = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
+    other = FakeApp(tmp / "instances", tmp / "data", Other, cache=tmp / "data" / "cache.sqlite")
     s = await other.index("widget")
     assert s.rebuilt_reason and "other-model" in s.rebuilt_reason
     assert s.units_reused == 0 and s.chunks_embedded == sum(s.chunks.values())
@@ -177,8 +174,7 @@ def test_index_requires_existing_repo_path(tmp_path: Path) -> None:
 
     (tmp_path / "i").mkdir()
     (tmp_path / "i" / "x.yaml").write_text("repo: {path: /nonexistent/repo}\n")
-    svc = EmbedService(FakeEmbedder, None, 4)
-    app = RepoExpert(Settings(tmp_path / "i", tmp_path / "d"), embedder_for=lambda i: svc)
+    app = FakeApp(tmp_path / "i", tmp_path / "d")
     with pytest.raises(SourceError, match=r"repo\.path: folder /nonexistent/repo does not exist"):
         asyncio.run(app.index("x"))
 
@@ -195,13 +191,11 @@ async def test_asking_with_another_embedder_than_the_index_was_built_with_fails_
     class Other(FakeEmbedder):
         name = "other-model"
 
-    svc = EmbedService(Other, None, 4)
-    other = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
+    other = FakeApp(tmp / "instances", tmp / "data", Other)
     with pytest.raises(IndexError_, match=r"built with fake-bow .* now embeds with other-model"):
         await other.ask("widget", "default timeout")
-    await other.close()
-    svc.close()
-    svc.close()  # idempotent
+    await other.close()  # closes its embedding service
+    other.svc.close()  # idempotent
 
 
 @pytest.mark.asyncio
@@ -215,7 +209,7 @@ async def test_symlinks_and_collection_moves(sample) -> None:
     commit_all(repo)
     s = await app.index("widget")
     assert s.excluded["symbolic links"] == 1
-    r = await open_current(tmp / "data", "widget")
+    r = await open_live(tmp / "data", "widget")
     try:
         assert not any("hunter2" in c.text for c in await r.all_chunks())
     finally:
@@ -228,7 +222,7 @@ async def test_symlinks_and_collection_moves(sample) -> None:
     svc = sample["svc"]
     app2 = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=lambda i: svc)
     s2 = await app2.index("widget")
-    r = await open_current(tmp / "data", "widget")
+    r = await open_live(tmp / "data", "widget")
     try:
         colls = {c.path: c.collection for c in await r.all_chunks() if c.path == "README.md"}
         assert colls == {"README.md": "code"} and s2.units_changed >= 1

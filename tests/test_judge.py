@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 from stub_llm_api import Reply, Request, StubLLMServer, block_number, source_blocks, use_llm
 
 from core.cli import parser
@@ -32,11 +34,12 @@ VERDICT = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def stub():
-    s = StubLLMServer().start()
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[StubLLMServer]:
+    s = StubLLMServer()
+    await s.start()
     yield s
-    s.stop()
+    await s.stop()
 
 
 def is_judge(req: Request) -> bool:

@@ -8,37 +8,36 @@ import json
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_ISSUES
+import pytest_asyncio
+from helpers import SAMPLE_ISSUES
 from stub_llm_api import KEY, Reply, Request, StubLLMServer, block_number, source_blocks, use_llm
 
+from core.answer.chat import make_chat, resolve_provider
 from core.answer.extractive import ExtractiveAnswerer
-from core.answer.llm import LLMAnswerer, make_answerer, make_chat, resolve_provider
-from core.answer.prompt import (
-    build_context,
-    detect_language,
-    estimate_tokens,
-    format_sources,
-    is_followup,
-    resolve_followup,
-)
+from core.answer.llm import LLMAnswerer, make_answerer
+from core.answer.prompt import build_context, estimate_tokens, format_sources
 from core.cli.render import render_answer
 from core.config import Instance, LLMConfig, load_instance
 from core.errors import ConfigError
 from core.models import Retrieval, Source, Turn
+from core.retrieve.followup import is_followup, resolve_followup
+from core.retrieve.language import detect_language
 
 PROVIDERS = ["openai", "anthropic"]
 
 
-@pytest.fixture
-def stub():
-    s = StubLLMServer().start()
+@pytest_asyncio.fixture
+async def stub() -> AsyncIterator[StubLLMServer]:
+    s = StubLLMServer()
+    await s.start()
     yield s
-    s.stop()
+    await s.stop()
 
 
 def markers(text: str) -> list[int]:

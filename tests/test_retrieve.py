@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.retrieve.search import allocate
+from core.retrieve import allocate
 
 
 def test_collection_with_nothing_relevant_gets_zero_slots() -> None:
@@ -92,11 +92,11 @@ async def test_symbol_lookup_puts_the_definition_first(sample) -> None:
 @pytest.mark.asyncio
 async def test_code_aware_lexical_search(sample) -> None:
     reader = await sample["app"].reader("widget")
-    from core.lexical import fts_query
+    from core.lexical import query_terms
 
     for spelling in ("ParseConfig", "parse-config", "parse config"):
-        rows = await reader.lexical("code", fts_query(spelling) or "", 5)
-        chunks = await reader.chunks_by_rows("code", [rows[0][0]])
+        rows = await reader.lexical("code", query_terms(spelling), 5)
+        chunks = await reader.chunks("code", [rows[0][0]])
         assert "def parse_config" in chunks[rows[0][0]].text
     await sample["app"].close()
 
@@ -146,7 +146,7 @@ async def test_baseline_modes_run_on_the_same_index(sample) -> None:
 
 @pytest.mark.asyncio
 async def test_who_calls_finds_the_call_sites(sample) -> None:
-    from conftest import commit_all, write_files
+    from helpers import commit_all, write_files
 
     write_files(sample["repo"], {"src/widget/app.py": """
         from widget.config import parse_config
@@ -167,7 +167,7 @@ async def test_who_calls_finds_the_call_sites(sample) -> None:
 
 
 def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
-    from core.retrieve.search import Candidate, select
+    from core.retrieve import Candidate, select
 
     code = [Candidate("code", 0, 0.88 + 0.15, 0.15)] + [
         Candidate("code", i, 0.88 - i * 0.005) for i in range(1, 6)
@@ -178,7 +178,7 @@ def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
     assert chosen[0].row == 0 and chosen[0].collection == "code"
     assert len(chosen) == 6 and slots["docs"] >= 1 and slots["issues"] == 0
     # Without the bonus taken out, the one exact hit would have been the only relevant chunk.
-    from core.retrieve.search import allocate
+    from core.retrieve import allocate
 
     squashed = allocate({"code": [h.score for h in code], "docs": [h.score for h in docs]}, 6)
     assert squashed["docs"] == 0
@@ -210,7 +210,7 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
 ) -> None:
     """A test that quotes the question's words must not outrank the code that answers it;
     a question about tests still gets the test first."""
-    from conftest import commit_all, write_files
+    from helpers import commit_all, write_files
 
     write_files(sample["repo"], {"tests/test_config.py": '''
         from widget.config import parse_config

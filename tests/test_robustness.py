@@ -33,8 +33,9 @@ from core.ingest import repo as repo_source
 from core.ingest.issues import keep_issue
 from core.ingest.mirror import mirrored_issues, row_to_issue
 from core.ingest.repo import checkout
+from core.layout import Layout
 from core.store import state
-from core.store.state import IssueRow, StateDB, state_path
+from core.store.state import IssueRow, StateDB
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,7 +47,7 @@ CHILD = r"""
 import asyncio, os, signal, sys
 from pathlib import Path
 
-import aiosqlite
+import sqlite3
 
 from core.store import state
 
@@ -57,19 +58,16 @@ def crash():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-_connect = aiosqlite.connect
+_connect = sqlite3.connect
 
 
-def connect(*args, **kw):
-    async def go():
-        db = await _connect(*args, **kw)
-        await db.create_function("crash", 0, crash)
-        return db
-
-    return go()
+def connect(*args, **kw):  # every connection, aiosqlite's included, knows crash()
+    db = _connect(*args, **kw)
+    db.create_function("crash", 0, crash)
+    return db
 
 
-aiosqlite.connect = connect
+sqlite3.connect = connect
 
 if mode == "fresh":  # the real first migration, killed after its first statement
     stmts = [s for s in state.MIGRATIONS[0].split(";") if s.strip()]
@@ -283,7 +281,7 @@ async def test_loading_a_big_mirror_does_not_block_the_event_loop(tmp_path: Path
     inst_file.write_text("repo: {path: .}\nissues: {github: acme/widget, pull_requests: false}\n")
     inst = load_instance(inst_file)
     data_dir = tmp_path / "data"
-    path = state_path(data_dir, inst.name)
+    path = Layout(data_dir).state(inst.name)
     async with await StateDB.open(path):
         pass  # the schema
     raw = fill_mirror(path)
@@ -321,7 +319,7 @@ async def test_loading_a_big_mirror_does_not_block_the_event_loop(tmp_path: Path
     # mirrored_issues runs two stages (decode, then convert) and hands the loop more objects
     # to collect: a looser budget, still well under either stage run on the loop.
     budget = 0.6 * min(decode_s, convert_s)
-    gap, issues = await best_of_three(lambda: mirrored_issues(inst, data_dir), budget)
+    gap, issues = await best_of_three(lambda: mirrored_issues(inst, Layout(data_dir)), budget)
     assert [i.number for i in issues] == [i.number for i in kept]  # pull requests filtered out
     assert gap < budget, (
         f"mirrored_issues stalled the loop {gap:.3f}s "
@@ -382,7 +380,7 @@ async def test_repo_token_with_git_older_than_2_31_names_the_instance_file(
     log = fake_git(version)
     inst = load_instance(private_instance(tmp_path, monkeypatch))
     with pytest.raises(SourceError) as e:
-        await checkout(inst, tmp_path / "data")
+        await checkout(inst, Layout(tmp_path / "data"))
     msg = str(e.value)
     assert msg.startswith(
         f"{(tmp_path / 'instances' / 'private.yaml').resolve()}: repo.token needs git 2.31"
@@ -401,7 +399,7 @@ async def test_repo_token_with_git_2_31_or_newer_passes_it_in_the_environment(
     log = fake_git(version)
     inst = load_instance(private_instance(tmp_path, monkeypatch))
     with pytest.raises(SourceError, match="cannot clone") as e:  # the fake git clones nothing
-        await checkout(inst, tmp_path / "data")
+        await checkout(inst, Layout(tmp_path / "data"))
     assert "2.31" not in str(e.value) and TOKEN not in str(e.value)
     got = calls(log)
     assert got[0] == "--version | GIT_CONFIG_COUNT="

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from core.lexical import expand, fts_query, lexical_form
+from core.lexical import expand, lexical_form, query_terms
 from core.retrieve.analyse import analyse
+from core.store.local import fts_match
 
 
 @pytest.mark.parametrize(
@@ -24,9 +25,9 @@ def test_dotted_names_and_paths_are_searchable() -> None:
 
 
 def test_fts_query_drops_stop_words_and_dedupes() -> None:
-    q = fts_query("What does parse_config return for the config?")
+    q = fts_match(query_terms("What does parse_config return for the config?"))
     assert q == '"parse" OR "config" OR "parseconfig" OR "return"'
-    assert fts_query("what is the") is None
+    assert fts_match(query_terms("what is the")) is None
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,9 @@ def test_spanish_software_words_get_english_terms_for_lexical_search() -> None:
     assert english_terms("How do I run the tests?") == []
     built = english_terms("¿Cómo se activa de forma atómica una nueva construcción?")
     assert {"atomic", "build"} <= set(built) and "new" not in built
-    q = fts_query("¿Qué archivos omite select_files? " + " ".join(english_terms("archivos")))
+    q = fts_match(
+        query_terms("¿Qué archivos omite select_files? " + " ".join(english_terms("archivos")))
+    )
     assert q is not None and '"files"' in q and '"select"' in q
 
 

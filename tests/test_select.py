@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import make_repo, write_files
+from helpers import make_repo, write_files
 
 from core.config import load_instance
 from core.ingest.repo import Checkout, permalink, select_files

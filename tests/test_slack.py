@@ -23,7 +23,6 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 import pytest
 import pytest_asyncio
-from aiohttp import web
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -34,6 +33,7 @@ from stub_bot_core import (
     add_instances,
     section_texts,
 )
+from stub_http import LocalServer
 from stub_slack_api import StubSlackApi
 
 from bot.common import ChatCore
@@ -277,7 +277,7 @@ async def test_private_instance_never_answers_outside_its_channels(world: World)
     assert ack_text(await w.send(other)).startswith("No repository is available")
     await w.settle()
     assert {t[1] for t in await turns(w)} == {"widget"}
-    assert not w.app.has_index("secret")
+    assert not await w.app.has_index("secret")
     help_text = json.loads((await w.send(command(w, "help"))).body)["text"]
     assert "secret" not in help_text
     # Where it is allowed, naming it picks it.
@@ -476,12 +476,9 @@ async def test_missing_scope_and_channel_errors_are_reported(
 async def test_http_mode_verifies_signatures_over_real_http(world: World) -> None:
     w = world
     assert w.bot is not None
-    runner = web.AppRunner(w.bot.app.web_app(path="/slack/events"))
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    url = f"http://127.0.0.1:{port}/slack/events"
+    server = LocalServer(w.bot.app.web_app(path="/slack/events"))
+    await server.start()
+    url = server.address("/slack/events")
     try:
         async with aiohttp.ClientSession() as http:
             body = command_body(w, "what is the default timeout?")
@@ -496,7 +493,7 @@ async def test_http_mode_verifies_signatures_over_real_http(world: World) -> Non
                 assert r.status == 401  # unsigned
         await w.settle()
     finally:
-        await runner.cleanup()
+        await server.stop()
     assert len(w.stub.of("chat.update")) == 1  # only the signed request was answered
 
 

@@ -4,6 +4,7 @@ was read and embedded each time."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
@@ -16,20 +17,29 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
-from conftest import SAMPLE_REPO, FakeEmbedder, commit_all, git, make_repo, write_files
+from helpers import (
+    SAMPLE_REPO,
+    FakeApp,
+    FakeEmbedder,
+    commit_all,
+    git,
+    live_build,
+    make_repo,
+    open_live,
+    write_files,
+)
 from stub_github_api import StubGitHub
 from stub_http import LocalServer
 
 from core.cli import main
+from core.cli.commands import cmd_index
 from core.cli.render import format_status
 from core.cli.watch import watch
-from core.config import Settings
 from core.embed.service import EmbedService
 from core.errors import SourceError
 from core.index.sync import SyncReport
 from core.ingest.github import ClientOptions
-from core.service import RepoExpert
-from core.store.local import current_build, open_current
+from core.service import RepoExpert, SyncRequest
 
 TOKEN = "ghp_test_token_0123456789"
 
@@ -50,10 +60,10 @@ class Live:
         self.tmp, self.api, self.emb = tmp, api, emb
         self.inst_dir = tmp / "instances"
         self.inst_dir.mkdir(exist_ok=True)
-        self.svc = EmbedService(lambda: emb, tmp / "data" / "cache.sqlite", batch_size=4)
-        self.app = RepoExpert(
-            Settings(self.inst_dir, tmp / "data"), embedder_for=lambda i: self.svc
+        self.app: RepoExpert = FakeApp(
+            self.inst_dir, tmp / "data", lambda: emb, cache=tmp / "data" / "cache.sqlite"
         )
+        self.svc = self.app.svc
 
     def instance(self, repo: str, issues: str | None = None, extra: str = "") -> None:
         issues = issues or (
@@ -112,7 +122,7 @@ def push(work: Path) -> str:
 
 
 async def chunk_keys(lv: Live) -> dict[str, list[str]]:
-    r = await open_current(lv.tmp / "data", "widget")
+    r = await open_live(lv.tmp / "data", "widget")
     try:
         out: dict[str, list[str]] = {}
         for c in await r.all_chunks():
@@ -171,7 +181,27 @@ async def test_plain_index_of_a_github_instance_syncs_the_mirror_first(live: Liv
     s = await live.app.index("widget")  # what `index` and a first question run
     assert s.files["issues"] == 3 and live.api.of(r"/issues$")
     st = await live.app.status("widget")
-    assert st["issues_mirror"]["stored"] == 3 and st["last_sync_at"] is None
+    # index is a sync: the same gather step, and its run recorded like any other
+    assert st["issues_mirror"]["stored"] == 3 and st["last_sync_ok"] is True
+
+
+@pytest.mark.asyncio
+async def test_index_goes_on_with_the_mirror_when_the_api_fails_and_says_so(
+    live: Live, capsys: pytest.CaptureFixture[str]
+) -> None:
+    local_repo(live)
+    await live.app.index("widget")
+    live.api.fail(r"/issues$", 404, times=99)  # not retried: fails at once
+    # One gather step for index and sync: the API failing no longer fails the build (it used to
+    # raise from index only); the mirror serves, the error is recorded and printed.
+    s = await live.app.index("widget")
+    assert s.files["issues"] == 3
+    st = await live.app.status("widget")
+    assert st["last_sync_ok"] is False and "HTTP 404" in st["last_error"]
+    args = argparse.Namespace(name="widget", full=False, json=False, quiet=True)
+    assert await cmd_index(live.app, args) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith("indexed widget") and "repo-expert: issues: GitHub API HTTP 404" in err
 
 
 @pytest.mark.asyncio
@@ -244,20 +274,20 @@ async def test_without_a_usable_old_commit_every_file_is_hashed(live: Live) -> N
 @pytest.mark.asyncio
 async def test_local_checkout_dirty_tree_and_untracked_files(live: Live) -> None:
     repo = local_repo(live)
-    await live.app.sync("widget", issues=False)
+    await live.app.sync("widget", SyncRequest(issues=False))
     (repo / "docs" / "guide.md").write_text("# Guide\n\n## Themes\n\nA light theme too.\n")
-    s = (await live.app.sync("widget", issues=False)).summary
+    s = (await live.app.sync("widget", SyncRequest(issues=False))).summary
     assert s is not None and "uncommitted" in s.change_detection and s.files_read == 3
     assert s.units_changed == 1
     commit_all(repo)
-    s = (await live.app.sync("widget", issues=False)).summary
+    s = (await live.app.sync("widget", SyncRequest(issues=False))).summary
     assert s is not None and "not of a clean commit" in s.change_detection  # built from dirty
     write_files(repo, {"docs/draft.md": "# Draft\n\nUntracked notes about gradients.\n"})
-    s = (await live.app.sync("widget", issues=False)).summary
+    s = (await live.app.sync("widget", SyncRequest(issues=False))).summary
     assert s is not None and s.change_detection.startswith("git diff") and s.files_read == 1
     (repo / "docs" / "draft.md").write_text("# Draft\n\nUntracked notes about shadows.\n")
     live.emb.calls.clear()
-    s = (await live.app.sync("widget", issues=False)).summary
+    s = (await live.app.sync("widget", SyncRequest(issues=False))).summary
     assert s is not None and s.files_read == 1 and live.embedded() == 1  # git can't vouch for it
     assert any("shadows" in t for t in (await chunk_keys(live))["docs/draft.md"])
 
@@ -340,17 +370,17 @@ async def test_private_https_clone_sends_the_token_only_in_a_header(
 async def test_questions_are_answered_from_the_live_index_while_a_sync_runs(live: Live) -> None:
     local_repo(live)
     await live.app.sync("widget")
-    live_build = current_build(live.tmp / "data", "widget")
+    serving = live_build(live.tmp / "data", "widget")
     live.api.add_comment(7, "Workaround: the contrast_boost setting fixes dim projectors.")
     live.api.hold = asyncio.Event()
     task = asyncio.create_task(live.app.sync("widget"))
     await asyncio.wait_for(live.api.held.wait(), 10)
     during = await live.app.ask("widget", "contrast_boost setting for dim projectors")
     assert not any("contrast_boost" in s.text for s in during.sources)
-    assert during.sources and current_build(live.tmp / "data", "widget") == live_build
+    assert during.sources and live_build(live.tmp / "data", "widget") == serving
     live.api.hold.set()
     report = await asyncio.wait_for(task, 30)
-    assert report.ok and current_build(live.tmp / "data", "widget") != live_build
+    assert report.ok and live_build(live.tmp / "data", "widget") != serving
     after = await live.app.ask("widget", "contrast_boost setting for dim projectors")
     assert any(s.issue == 7 and "contrast_boost" in s.text for s in after.sources)
 

@@ -11,16 +11,23 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 import pytest_asyncio
-from aiohttp import web
-from conftest import SAMPLE_REPO, FakeEmbedder, commit_all, git, make_repo, write_files
+from helpers import (
+    SAMPLE_REPO,
+    FakeApp,
+    FakeEmbedder,
+    commit_all,
+    git,
+    make_repo,
+    open_live,
+    write_files,
+)
 from stub_github_api import StubGitHub
+from stub_http import LocalServer
 
 from bot.webhooks import SyncScheduler, make_web_app, serve_webhooks, signature, verify
 from core.config import Settings
-from core.embed.service import EmbedService
 from core.errors import ConfigError
 from core.service import RepoExpert
-from core.store.local import open_current
 
 SECRET = "hook-secret-42"
 
@@ -46,23 +53,18 @@ class Hooks:
             f"repo: {{path: {self.work}}}\nweb_url: https://github.com/acme/other\n"
             "webhook_secret: other-secret\n"
         )
-        self.svc = EmbedService(lambda: emb, tmp / "data" / "cache.sqlite", batch_size=4)
-        self.app = RepoExpert(Settings(tmp / "instances", tmp / "data"), embedder_for=self._emb)
+        self.app = FakeApp(tmp / "instances", tmp / "data", lambda: emb,
+                           cache=tmp / "data" / "cache.sqlite")  # fmt: skip
+        self.svc = self.app.svc
         self.scheduler = SyncScheduler(self.app, debounce=0.05)
-        self.runner: web.AppRunner | None = None
+        self.server: LocalServer | None = None
         self.url = ""
-
-    def _emb(self, inst: Any) -> EmbedService:
-        return self.svc
 
     async def start(self) -> None:
         web_app = make_web_app(self.app, self.app.load_instances(), self.scheduler)
-        self.runner = web.AppRunner(web_app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/webhooks/github"
+        self.server = LocalServer(web_app)
+        await self.server.start()
+        self.url = self.server.address("/webhooks/github")
 
     async def deliver(
         self, event: str, payload: dict[str, Any], secret: str | None = SECRET,
@@ -81,10 +83,9 @@ class Hooks:
 
     async def close(self) -> None:
         await self.scheduler.close()
-        if self.runner is not None:
-            await self.runner.cleanup()
+        if self.server is not None:
+            await self.server.stop()
         await self.app.close()
-        self.svc.close()
 
 
 @pytest_asyncio.fixture
@@ -110,7 +111,7 @@ def issue_event(number: int, action: str = "opened") -> dict[str, Any]:
 
 
 async def issue_numbers(h: Hooks) -> set[int]:
-    r = await open_current(h.tmp / "data", "widget")
+    r = await open_live(h.tmp / "data", "widget")
     try:
         return {c.issue for c in await r.all_chunks("issues") if c.issue is not None}
     finally:
@@ -177,7 +178,7 @@ async def test_comment_deleted_and_issue_deleted_deliveries(hooks: Hooks) -> Non
                "repository": REPO}  # fmt: skip
     assert (await hooks.deliver("issue_comment", payload)).status_code == 202
     await hooks.scheduler.idle()
-    r = await open_current(hooks.tmp / "data", "widget")
+    r = await open_live(hooks.tmp / "data", "widget")
     try:
         assert not any("timeout_hack" in c.text for c in await r.all_chunks("issues"))
     finally:

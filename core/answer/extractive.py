@@ -1,163 +1,32 @@
-"""Answers with citations that hold.
-
-:func:`finalize_citations` is the single place where ``[n]`` markers are checked: markers that
-point at no source are removed (and counted), sources never cited are dropped, and the rest are
-renumbered 1..n in order of first use. Every answerer goes through it.
-
-The default :class:`ExtractiveAnswerer` needs no language model: it quotes the sentences of the
-top sources that best match the question, each followed by its citation number. Its own words
-(the header, "the sources don't contain the answer") follow the question's language where it
-has them (English, Spanish); quotations stay as the sources wrote them.
-
-:func:`no_answer` is how every answerer says the sources don't contain the answer: plainly, with
-the closest sources cited so a person can look for themselves.
+"""The default answerer, no language model: :class:`ExtractiveAnswerer` quotes the sentences of
+the top sources that best match the question, each followed by its citation number
+(``citations.py`` checks and renumbers them). Its own words (the header, "the sources don't
+contain the answer") follow the question's language where it has them (English, Spanish);
+quotations stay as the sources wrote them. Code sources are quoted by their definition line and
+docstring.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
-from typing import Protocol
 
-from core.answer.prompt import detect_language, resolve_followup
+from core.answer.base import OnText
+from core.answer.citations import (
+    clip,
+    finalize_citations,
+    label,
+    mark_cited,
+    no_answer,
+    phrase,
+    quote,
+    snapshot,
+)
 from core.chunk.text import prose_units
-from core.lexical import STOP, parts
-from core.models import MARKER, Answer, Retrieval, Source, Turn
-
-# Code spans and fences: a "[0]" there is an index, not a citation.
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-
-
-@dataclass
-class CitationReport:
-    dropped_markers: int = 0
-    dropped_sources: int = 0
-
-
-def finalize_citations(
-    text: str, sources: list[Source]
-) -> tuple[str, list[Source], CitationReport]:
-    """Renumber ``[n]`` markers (1-based into ``sources``) by first use; drop bad markers and
-    uncited sources."""
-    report = CitationReport()
-    order: list[int] = []
-
-    def visit(m: re.Match[str]) -> str:
-        i = int(m.group(1)) - 1
-        if not 0 <= i < len(sources):
-            report.dropped_markers += 1
-            return ""
-        if i not in order:
-            order.append(i)
-        return f"[{order.index(i) + 1}]"
-
-    pieces = []
-    last = 0
-    for m in _CODE.finditer(text):
-        pieces.append(MARKER.sub(visit, text[last : m.start()]))
-        pieces.append(m.group(0))
-        last = m.end()
-    pieces.append(MARKER.sub(visit, text[last:]))
-    new_text = "".join(pieces)
-    new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
-    new_text = re.sub(r"[ \t]+([.,;:])", r"\1", new_text).strip()
-    kept = []
-    for n, i in enumerate(order, start=1):
-        s = sources[i]
-        s.n = n
-        kept.append(s)
-    report.dropped_sources = len(sources) - len(kept)
-    return new_text, kept, report
-
-
-def snapshot(sources: list[Source]) -> list[Source]:
-    """Copies of the sources an answerer is about to see: its evidence."""
-    return [replace(s, n=0) for s in sources]
-
-
-def mark_cited(evidence: list[Source], shown: list[Source], kept: list[Source]) -> list[Source]:
-    """Give each evidence copy the citation number its original got (0: not cited)."""
-    for e, o in zip(evidence, shown, strict=True):
-        e.n = o.n if any(o is k for k in kept) else 0
-    return evidence
-
-
-_TEXTS = {
-    "en": {
-        "header": "From the indexed sources:",
-        "nothing": "I found nothing in this instance's docs, code or issues that matches the "
-        "question. Try naming a file, a function or an issue number.",
-        "no_answer": "The indexed sources don't contain the answer to this question.",
-        "closest": "The closest ones are",
-    },
-    "es": {
-        "header": "Según las fuentes indexadas:",
-        "nothing": "No encontré nada en la documentación, el código ni los issues de esta "
-        "instancia que corresponda a la pregunta. Prueba a nombrar un archivo, una función o un "
-        "número de issue.",
-        "no_answer": "Las fuentes indexadas no contienen la respuesta a esta pregunta.",
-        "closest": "Las más cercanas son",
-    },
-}
-
-
-def phrase(lang: str | None, key: str) -> str:
-    return _TEXTS.get(lang or "en", _TEXTS["en"])[key]
-
-
-def no_answer(
-    retrieval: Retrieval,
-    lang: str | None,
-    backend: str = "extractive",
-    seen: tuple[list[Source], list[Source]] | None = None,
-    closest: int = 3,
-) -> Answer:
-    """Say plainly that the sources don't contain the answer; cite and list the closest ones.
-
-    ``seen`` is (the sources the answerer was shown, its evidence copies of them); default: all
-    retrieved sources, whole."""
-    shown = retrieval.sources[:closest]
-    kept: list[Source] = []
-    if not shown:
-        text = phrase(lang, "nothing")
-    else:
-        refs = "; ".join(f"{_label(s)} [{i}]" for i, s in enumerate(shown, start=1))
-        text, kept, _ = finalize_citations(
-            f"{phrase(lang, 'no_answer')} {phrase(lang, 'closest')}: {refs}.", shown
-        )
-    originals, evidence = seen or (retrieval.sources, snapshot(retrieval.sources))
-    return Answer(
-        text=text, sources=kept, route=retrieval.route, timings_ms=dict(retrieval.timings_ms),
-        backend=backend, no_answer=True, language=lang,
-        evidence=mark_cited(evidence, originals, kept),
-    )  # fmt: skip
-
-
-class Answerer(Protocol):
-    name: str
-
-    async def answer(
-        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
-    ) -> Answer: ...
-
-
-_WORD = re.compile(r"[A-Za-zÀ-ÿ_][A-Za-zÀ-ÿ0-9_]*")
-
-
-def terms(text: str) -> list[str]:
-    """Lower-cased words, identifiers split too (``parse_config``/``parseConfig`` → parse, config),
-    stop words removed, crude plural folding. Splitting and stop words are lexical search's."""
-    out: list[str] = []
-    for w in _WORD.findall(text):
-        ps = parts(w)
-        for p in [w.lower(), *ps] if len(ps) > 1 else [w.lower()]:
-            if len(p) < 2 or p in STOP:
-                continue
-            if len(p) > 4 and p.endswith("s") and not p.endswith("ss"):
-                p = p[:-1]
-            out.append(p)
-    return out
+from core.lexical import terms
+from core.models import Answer, Retrieval, Source, Turn
+from core.retrieve.followup import resolve_followup
+from core.retrieve.language import detect_language
 
 
 def _sentences(src: Source) -> list[str]:
@@ -248,21 +117,6 @@ def _code_quotes(body: str, symbol: str | None = None) -> list[str]:
     return out
 
 
-def clip(s: str, n: int = 320) -> str:
-    """One line of at most ``n`` characters, cut at a word boundary with an ellipsis."""
-    s = " ".join(s.split())
-    if len(s) <= n:
-        return s
-    cut = s[:n].rsplit(" ", 1)[0]
-    return cut + " …"
-
-
-def quote(s: str, n: int = 320) -> str:
-    """Source text to quote in an answer: clipped, and any "[3]" of its own turned into "［3］"
-    so that it is never taken for one of our citation markers."""
-    return MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
-
-
 class ExtractiveAnswerer:
     """Quotes the best-matching sentences of the top sources, each with its citation."""
 
@@ -273,7 +127,11 @@ class ExtractiveAnswerer:
         self.per_source = per_source
 
     async def answer(
-        self, question: str, retrieval: Retrieval, conversation: list[Turn] | None = None
+        self,
+        question: str,
+        retrieval: Retrieval,
+        conversation: list[Turn] | None = None,
+        on_text: OnText | None = None,  # quotes arrive whole: never called
     ) -> Answer:
         sources = retrieval.sources
         lang = detect_language(question)
@@ -285,8 +143,9 @@ class ExtractiveAnswerer:
                 timings_ms=dict(retrieval.timings_ms),
                 language=lang,
             )
-        # A follow-up ("and its default?") is scored with the question it follows.
-        q = terms(resolve_followup(question, conversation))
+        # A follow-up ("and its default?") is scored with the question it follows: what was
+        # searched (resolved by the service), else resolved here.
+        q = terms(retrieval.query or resolve_followup(question, conversation))
         qset = set(q)
         # Rarer question terms weigh more: idf over the sentences at hand.
         all_sents = [(i, s) for i, src in enumerate(sources) for s in _sentences(src)]
@@ -329,8 +188,7 @@ class ExtractiveAnswerer:
                         best.append(x)
             best.sort(key=lambda x: x[1])  # in the source's own order
             quoted = " ".join(quote(s) for _, _, s in best)
-            label = _label(src)
-            lines.append(f"• {label}: {quoted} [{i + 1}]")
+            lines.append(f"• {label(src)}: {quoted} [{i + 1}]")
             used += 1
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
@@ -350,11 +208,3 @@ class ExtractiveAnswerer:
 def _sources_language(sources: list[Source]) -> str | None:
     prose = [s.text for s in sources[:4] if s.collection != "code"]
     return detect_language(" ".join(prose)[:4000]) if prose else None
-
-
-def _label(src: Source) -> str:
-    if src.collection == "issues":
-        return src.title
-    if src.collection == "code":
-        return f"{src.path} ({src.symbol})" if src.symbol else f"{src.path}"
-    return f"{src.path} › {src.title}" if src.title != src.path else f"{src.path}"

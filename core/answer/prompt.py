@@ -13,10 +13,8 @@ source that contains instruction-like text ("ignore previous instructions…") i
 guaranteed is checked after generation (citations, sentence support — see ``support.py``).
 
 Token counts are estimates (characters / 3, a conservative bound for English prose and code in
-common BPE tokenizers): the remote model's tokenizer is not available offline.
-
-Also here, because they shape the prompt: :func:`detect_language` (the answer follows the
-question's language) and :func:`resolve_followup` (the retrieval query of a follow-up question).
+common BPE tokenizers): the remote model's tokenizer is not available offline. The answer's
+language comes from the question (``core/retrieve/language.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from core.models import MARKER, Source, Turn
+from core.retrieve.language import language_name
 
 NO_ANSWER = "NO_ANSWER"
 CHARS_PER_TOKEN = 3.0
@@ -33,117 +32,9 @@ MIN_SOURCE_TOKENS = 80  # a source cut shorter than this is not worth including
 HISTORY_TURNS = 3
 HISTORY_SHARE = 0.25  # earlier turns may use at most this share of the budget
 
-LANGUAGE_NAMES = {
-    "en": "English", "es": "Spanish", "fr": "French", "de": "German", "pt": "Portuguese",
-    "it": "Italian", "zh": "Chinese", "ja": "Japanese", "ko": "Korean", "el": "Greek",
-    "he": "Hebrew", "th": "Thai",
-}  # fmt: skip
-
-# Frequent function words: a text's language is the list it hits most.
-_FUNCTION_WORDS = {
-    "en": """the is are was what how does do did where which why when who can could should would
-        and of to in it its this that with for from an a i my you your there be been have has not
-        default about use""",
-    "es": """el la los las es son qué que cómo como dónde donde cuál cuáles cual por para con un
-        una unos y de del en se su sus hay está están puedo cuando cuándo porque lo al le
-        pero también sobre tiene hace""",
-    "fr": """le la les est sont quel quelle quels comment où pourquoi avec un une des du de et en
-        pour que qui ce cette je vous il elle ne pas sur dans""",
-    "de": """der die das ist sind wie wo warum welche welcher welches mit ein eine und zu von für
-        nicht ich sie es auf den dem wird kann im bei""",
-    "pt": """o os as é são como onde qual quais não com um uma do da dos das em para por que se sua
-        seu está posso você também""",
-    "it": """il lo gli le è sono come dove perché quale quali con un una e di del della per che
-        non si posso anche nel""",
-}
-_WORDSETS = {lang: set(ws.split()) for lang, ws in _FUNCTION_WORDS.items()}
-_MARKS = {"es": "¿¡ñ", "pt": "ãõç", "fr": "çœêèàù", "de": "äöüß", "it": "òìè"}
-_LOWER_WORD = re.compile(r"[a-zà-ÿœß]+")
-_SCRIPTS = [  # script-unique languages only; Cyrillic or Arabic script alone does not say which
-    ("ko", re.compile(r"[\uac00-\ud7af]")),
-    ("ja", re.compile(r"[\u3040-\u30ff]")),
-    ("zh", re.compile(r"[\u4e00-\u9fff]")),
-    ("el", re.compile(r"[\u0370-\u03ff]")),
-    ("he", re.compile(r"[\u0590-\u05ff]")),
-    ("th", re.compile(r"[\u0e00-\u0e7f]")),
-]
-
-
-def detect_language(text: str) -> str | None:
-    """ISO 639-1 code of the text's language, or None when it can't tell.
-
-    Simple on purpose: script-unique alphabets first, then which language's function words
-    (and marks such as ``¿`` or ``ã``) the text uses most. Identifiers (``parse_config``) and
-    capitalised names don't count, so an English question about Spanish-named code stays English.
-    """
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return None
-    for lang, rx in _SCRIPTS:
-        if len(rx.findall(text)) >= max(1, len(letters) // 4):
-            return lang
-    words = [w for w in _LOWER_WORD.findall(text) if not _is_identifier_piece(w, text)]
-    scores = {lang: sum(w in ws for w in words) for lang, ws in _WORDSETS.items()}
-    for lang, marks in _MARKS.items():
-        scores[lang] += sum(text.count(m) for m in marks)
-    best = max(scores, key=lambda lang: scores[lang])  # ties: the order of _FUNCTION_WORDS
-    return best if scores[best] > 0 else None
-
-
-def _is_identifier_piece(word: str, text: str) -> bool:
-    return re.search(rf"(?:[_.]{word}|{word}[_.(])", text) is not None
-
-
-def language_name(lang: str | None) -> str | None:
-    return LANGUAGE_NAMES.get(lang or "")
-
 
 def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-# -- follow-up questions ------------------------------------------------------------------------
-_FOLLOW_START = re.compile(
-    r"^\s*[¿¡]?\s*(and|also|what about|how about|or|but|then|y|e|o|pero|también|y qué|"
-    r"et|und|oder|ou|anche|e quanto)\b",
-    re.I,
-)
-_ANAPHORA = set(
-    """it its it's that this those these them they their there one ones same
-    su sus eso esto ese esa esos esas ello él ella lo mismo misma
-    ça cela celui elle son sa ses ihn ihr dessen dabei dele dela isso isto esso""".split()
-)
-_WORDS = re.compile(r"[\w']+", re.U)
-
-
-def is_followup(question: str) -> bool:
-    """Does the question lean on an earlier turn ("and its default?", "¿y en Windows?")?"""
-    words = [w.lower() for w in _WORDS.findall(question)]
-    if not words:
-        return False
-    if _FOLLOW_START.match(question):
-        return True
-    return len(words) <= 6 and any(w in _ANAPHORA for w in words)
-
-
-def resolve_followup(question: str, conversation: list[Turn] | None) -> str:
-    """The retrieval query for a question in a conversation.
-
-    A follow-up is searched together with the question it follows (resolved the same way, so a
-    chain "what does X do?" → "and its default?" → "¿y en Windows?" keeps X); any other question
-    is searched as it is. The model still sees the earlier turns themselves.
-    """
-    if not conversation or not is_followup(question):
-        return question
-    context: str | None = None
-    for turn in conversation:
-        q = turn.question.strip()
-        context = f"{context} {q}" if context and is_followup(q) else q
-    assert context is not None
-    words = context.split()
-    if len(words) > 60:  # keep the query about the latest topic
-        context = " ".join(words[-60:])
-    return f"{context} {question.strip()}"
 
 
 # -- the prompt ---------------------------------------------------------------------------------

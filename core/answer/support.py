@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.answer.extractive import terms
-from core.answer.prompt import detect_language
+from core.lexical import terms
 from core.models import MARKER, Source
+from core.retrieve.language import detect_language
 
 log = logging.getLogger(__name__)
 

@@ -32,10 +32,13 @@ from core.chunk.code_langs import (
     language_for_path,
     last_row,
 )
+from core.models import Chunk, Document, Symbol
+
+TokenCounter = Callable[[str], int]
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CodeChunk", "SymbolDef", "chunk_code", "language_for_path"]
+__all__ = ["CodeChunk", "SymbolDef", "chunk", "chunk_code", "language_for_path"]
 
 ELLIPSIS = "    ..."
 SEP = " › "
@@ -480,3 +483,16 @@ def chunk_code(
     chunker.run(defs)
     symbols = [SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1) for d in _walk(defs)]
     return chunker.out, symbols
+
+
+def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk], list[Symbol]]:
+    """The chunker contract (``core.chunk``): a source file → chunks and its symbol table."""
+    assert doc.path is not None
+    code_chunks, defs = chunk_code(doc.path, doc.text, count, window)
+    chunks = [
+        Chunk("code", doc.key, cc.text, cc.symbol or doc.path, count(cc.text), path=doc.path,
+              start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol, kind=cc.kind)
+        for cc in code_chunks
+    ]  # fmt: skip
+    return chunks, [Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line)
+                    for d in defs]  # fmt: skip

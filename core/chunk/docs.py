@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.models import Chunk, Document, Symbol
+
 from .text import Piece, TokenCounter, pack, prose_units
 
 SEP = " › "
@@ -153,3 +155,14 @@ def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> lis
                 )
             )
     return out
+
+
+def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk], list[Symbol]]:
+    """The chunker contract (``core.chunk``): a docs file → one chunk per section piece."""
+    assert doc.path is not None
+    chunks = [
+        Chunk("docs", doc.key, dc.piece.text, dc.title, dc.piece.tokens, path=doc.path,
+              start_line=dc.piece.start_line, end_line=dc.piece.end_line, kind="section")
+        for dc in chunk_doc(doc.path, doc.text, count, window)
+    ]  # fmt: skip
+    return chunks, []

@@ -3,6 +3,8 @@ comment and sentence, every piece starting with ``#N title`` so it stays findabl
 
 from __future__ import annotations
 
+from core.models import Chunk, Document, Symbol
+
 from .text import Piece, TokenCounter, pack, prose_units
 
 
@@ -16,3 +18,13 @@ def chunk_issue(title_line: str, text: str, count: TokenCounter, max_tokens: int
     # Comment headers ("Comment by @x:") start a new block, so pieces break between comments first.
     units = prose_units(body, 1)
     return pack(title_line, units, count, max_tokens)
+
+
+def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk], list[Symbol]]:
+    """The chunker contract (``core.chunk``): an issue thread → one chunk, or its pieces."""
+    chunks = [
+        Chunk("issues", doc.key, p.text, doc.title, p.tokens, issue=doc.issue, kind="issue",
+              url=doc.url or "")
+        for p in chunk_issue(doc.title, doc.text, count, window)
+    ]  # fmt: skip
+    return chunks, []

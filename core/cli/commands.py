@@ -19,6 +19,7 @@ from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_eval, run_judged
 from core.index.sync import SyncReport
+from core.ingest.gather import SyncRequest
 from core.service import RepoExpert
 
 
@@ -27,7 +28,7 @@ async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
     if args.json:
         listing = {
             n: {"file": str(i.source_file), "description": i.description,
-                "indexed": app.has_index(n)}
+                "indexed": await app.has_index(n)}
             for n, i in insts.items()
         }  # fmt: skip
         print(json.dumps(listing, indent=2))
@@ -35,23 +36,29 @@ async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
     if not insts:
         print(f"no instances in {app.settings.instances_dir}")
     for n, i in insts.items():
-        state = "indexed" if app.has_index(n) else "not indexed"
+        state = "indexed" if await app.has_index(n) else "not indexed"
         print(f"{n:<24} {state:<12} {i.source_file}  {i.description}")
     return 0
 
 
 async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressBar()
-    summary = await app.index(args.name, progress=progress, full=args.full)
-    print(json.dumps(summary.to_json(), indent=2) if args.json else format_summary(summary))
-    return 0
+    report = await app.sync(args.name, SyncRequest(full=args.full), progress=progress)
+    assert report.summary is not None
+    s = report.summary
+    print(json.dumps(s.to_json(), indent=2) if args.json else format_summary(s))
+    # What the build went on without (a repository that could not be fetched, GitHub's API):
+    # recorded for `status`, and said here.
+    for e in report.errors:
+        print(f"repo-expert: {e}", file=sys.stderr)
+    return 1 if report.errors else 0
 
 
 async def _ensure_index(app: RepoExpert, name: str) -> None:
     """``ask`` and ``eval`` build the index when there is none, or when another embedder built
     it (an upgrade): a person at a terminal would run ``index`` next anyway. (A bot refuses the
     old index instead: it must not stall a channel for a rebuild.)"""
-    if not app.has_index(name):
+    if not await app.has_index(name):
         reason = f"no index for {name} yet: building it first"
     else:
         try:
@@ -78,7 +85,7 @@ async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[An
     from core.eval import compare
 
     reports = await compare.compare(app, args.name, questions, args.k)
-    out = Path(args.report or app.settings.data_dir / args.name / "eval")
+    out = Path(args.report) if args.report else app.layout.eval_reports(args.name)
     md = compare.markdown(reports, args.k)
 
     def write() -> None:
@@ -151,7 +158,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
     for name in names:
         try:
             r = await app.sync(
-                name, full=args.full, refetch_issues=args.refetch_issues,
+                name, SyncRequest(full=args.full, refetch_issues=args.refetch_issues),
                 progress=None if args.quiet or args.json else ProgressBar(),
             )  # fmt: skip
         except RepoExpertError as e:
@@ -173,10 +180,10 @@ async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
-    from core.store.conversations import ConversationStore, default_path
+    from core.store.conversations import ConversationStore
 
     app.instance(args.name)  # an unknown name fails here, with the known ones
-    path = Path(args.db) if args.db else default_path(app.settings.data_dir)
+    path = Path(args.db) if args.db else app.layout.conversations
     records = []
     if path.exists():
         store = await ConversationStore.open(path)

@@ -188,6 +188,10 @@ class RetrievalConfig(_Model):
     weights: dict[Literal["docs", "code", "issues"], float] = Field(
         default_factory=dict, description="Static per-collection weight multipliers (default 1)."
     )
+    # BM25 is divided by the collection's best BM25 for this question, so it lies in [0, 1].
+    # Chosen on the self eval (90 questions): 0.02 gave hit@6 0.878 / MRR 0.611 against
+    # 0.833 / 0.585 at 0.05, 0.822 / 0.564 at 0.1 and 0.756 / 0.469 for dense alone; e5 cosines
+    # span only ~0.1 per question.
     lexical_weight: float = Field(
         default=0.02,
         ge=0.0,
@@ -202,6 +206,8 @@ class RetrievalConfig(_Model):
         description="Score bonus for exact hits: a named issue, a named symbol's definition, "
         "a named file.",
     )
+    # Tests quote the very phrases questions use ("¿cómo ejecuto las pruebas?" sits in a test of
+    # the glossary) and crowd out the code and docs that answer them.
     test_penalty: float = Field(
         default=0.02,
         ge=0.0,

@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
 from core.config import EmbeddingConfig
 from core.errors import ConfigError, EmbeddingError
+from core.layout import Layout
+from core.store.sqlite import Migration, migrate
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -189,14 +191,17 @@ class VectorCache:
     """Passage vectors by (model name, sha256 of text), in a SQLite file. Thread-confined:
     used only from the embedding worker thread."""
 
+    # A cache written before migrations existed has the table at version 0: IF NOT EXISTS
+    # adopts it.
+    MIGRATIONS: ClassVar[list[Migration]] = [
+        "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, v BLOB, "
+        "PRIMARY KEY (model, hash))"
+    ]
+
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        migrate(path, self.MIGRATIONS, "embedding cache")
         self._db = sqlite3.connect(str(path), check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, v BLOB, "
-            "PRIMARY KEY (model, hash))"
-        )
 
     def get_many(self, model: str, hashes: list[str], dim: int) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
@@ -329,13 +334,11 @@ class EmbedService:
 _SERVICES: dict[tuple[str, str], EmbedService] = {}
 
 
-def embed_service(cfg: EmbeddingConfig, data_dir: Path) -> EmbedService:
+def embed_service(cfg: EmbeddingConfig, layout: Layout) -> EmbedService:
     """One service (one model, one thread) per distinct embedding config in this process."""
-    key = (cfg.model_dump_json(), str(data_dir.resolve()))
+    key = (cfg.model_dump_json(), str(layout.data.resolve()))
     svc = _SERVICES.get(key)
     if svc is None:
-        svc = EmbedService(
-            lambda: make_embedder(cfg), data_dir / "cache" / "embeddings.sqlite", cfg.batch_size
-        )
+        svc = EmbedService(lambda: make_embedder(cfg), layout.embeddings_cache, cfg.batch_size)
         _SERVICES[key] = svc
     return svc

@@ -25,6 +25,7 @@ from core.eval.metrics import EvalQuestion, Report, run_eval
 from core.lexical import STOP, expand
 from core.models import Collection, Retrieval, Source
 from core.retrieve.analyse import analyse
+from core.retrieve.options import MODES
 from core.service import RepoExpert
 
 SYSTEMS = ("grep", "bm25", "dense", "rrf", "full")
@@ -86,8 +87,9 @@ async def compare(
     reports: dict[str, Report] = {}
     for system in SYSTEMS:
 
-        async def fn(q: str, mode: str = system) -> Retrieval:
-            if mode == "grep":
+        async def fn(q: str, system: str = system) -> Retrieval:
+            mode = next((m for m in MODES if m == system), None)
+            if mode is None:  # grep
                 return grep.search(q, k)
             return await app.retrieve(name, q, k=k, mode=mode)
 

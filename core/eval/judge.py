@@ -25,12 +25,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from core.answer.extractive import terms
-from core.answer.llm import ChatModel, make_chat
+from core.answer.chat import ChatModel, make_chat
 from core.answer.prompt import format_sources
 from core.answer.support import Similarity, Vocab, check_support
 from core.config import LLMConfig
 from core.errors import LLMError
+from core.lexical import terms
 from core.models import Answer, Source
 
 log = logging.getLogger(__name__)

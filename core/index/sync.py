@@ -1,15 +1,12 @@
-"""One incremental sync of an instance, and its recorded status (``sync --watch`` repeats it:
-``core/cli/watch.py``).
+"""One update of an instance — ``index``, ``sync``, a webhook's sync, the first question's
+build are all this — and its recorded status (``sync --watch`` repeats it: ``core/cli/watch.py``).
 
-A sync is: fetch the repository (a ``url`` clone; a local ``path`` is read as it is), bring the
-GitHub issues mirror up to date (``ingest/mirror.py``), then update the index — only
-files ``git diff`` names and issues whose text changed are chunked and embedded, and the new build
-is swapped in atomically, so questions keep being answered from the previous build meanwhile.
-
-Failures are kept apart: if GitHub's API is down or rate-limited, the code is still indexed with
-the issues mirrored so far (the error is recorded, and the next sync resumes the mirror); if the
-repository cannot be fetched, the clone already on disk is indexed. Only a failed index build
-fails the sync. Every sync records its time, outcome and error in the instance's state file, which
+An update is: gather the sources (``ingest/gather.py``: fetch the repository, bring the GitHub
+issues mirror up to date, with their fallbacks), then build (``build.py``) — only files ``git
+diff`` names and issues whose text changed are chunked and embedded, and the new build is swapped
+in atomically, so questions keep being answered from the previous build meanwhile. Only a failed
+build fails the update; a failed fetch or API call is recorded and the update goes on with what is
+on disk. Every update records its time, outcome and errors in the instance's state file, which
 ``repo-expert status`` shows (:func:`instance_status`).
 """
 
@@ -17,21 +14,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from core.config import Instance
 from core.embed.service import EmbedService
-from core.errors import RateLimited, RepoExpertError, SourceError
-from core.index.build import Progress, Summary, build_index, load_issues
+from core.errors import RepoExpertError
+from core.index.build import Progress, Summary, build_index
+from core.ingest.gather import SyncRequest, gather
 from core.ingest.github import ClientOptions
-from core.ingest.issues import Issue
-from core.ingest.mirror import ISSUES_MARK, MirrorReport, mirrored_issues, sync_and_read
-from core.ingest.repo import checkout
-from core.store.local import IndexReader, current_build
-from core.store.state import StateDB, state_path
+from core.ingest.mirror import ISSUES_MARK, MirrorReport
+from core.layout import Layout
+from core.store.base import IndexStore
+from core.store.state import StateDB
 
 log = logging.getLogger(__name__)
 
@@ -93,62 +88,26 @@ class SyncReport:
         return line + "".join(f"\n  error: {e}" for e in self.errors)
 
 
-async def _previous_commit(data_dir: Path, name: str) -> str | None:
-    path = current_build(data_dir, name)
-    if path is None:
-        return None
-    r = await IndexReader.open(path)
-    try:
-        c = r.meta.get("commit")
-        return str(c) if c else None
-    finally:
-        await r.close()
-
-
 async def sync_instance(
     inst: Instance,
-    data_dir: Path,
+    layout: Layout,
+    store: IndexStore,
     embedder: EmbedService,
-    *,
-    repo: bool = True,
-    issues: bool = True,
-    numbers: Iterable[int] = (),
-    full: bool = False,
-    refetch_issues: bool = False,
+    request: SyncRequest,
     progress: Progress | None = None,
     options: ClientOptions | None = None,
 ) -> SyncReport:
-    """Run one sync (callers hold the instance's build lock; see ``RepoExpert.sync``)."""
+    """Run one update (callers hold the instance's build lock; see ``RepoExpert.sync``)."""
     report = SyncReport(inst.name, started_at=time.time())
     t0 = time.perf_counter()
-    wanted = set(numbers)
-    report.commit_before = await _previous_commit(data_dir, inst.name)
+    live = await store.live_meta(inst.name)
+    report.commit_before = str(live["commit"]) if live and live.get("commit") else None
     try:
-        try:
-            co = await checkout(inst, data_dir, fetch=repo)
-        except SourceError as e:
-            if not (inst.repo.url and (data_dir / inst.name / "checkout" / ".git").exists()):
-                raise
-            report.errors.append(f"repository: {e}")
-            co = await checkout(inst, data_dir, fetch=False)
-        issue_list: list[Issue] | None = None
-        if inst.issues.github:
-            if issues or wanted:
-                try:
-                    report.issues, issue_list = await sync_and_read(
-                        inst, data_dir, numbers=wanted, refetch=refetch_issues,
-                        options=options,
-                    )  # fmt: skip
-                except SourceError as e:
-                    report.errors.append(f"issues: {e}")
-                    if isinstance(e, RateLimited):
-                        report.retry_at = e.reset_at
-            if issue_list is None:
-                issue_list = await mirrored_issues(inst, data_dir)
-        else:
-            issue_list = await load_issues(inst, data_dir)
+        sources = await gather(inst, layout, request, options)
+        report.issues, report.retry_at = sources.mirror, sources.retry_at
+        report.errors.extend(sources.errors)
         report.summary = await build_index(
-            inst, data_dir, embedder, progress, full=full, co=co, issues=issue_list
+            inst, sources, store, embedder, progress, full=request.full
         )
         report.commit = report.summary.commit
     except RepoExpertError as e:
@@ -159,11 +118,11 @@ async def sync_instance(
         raise
     finally:
         report.seconds = time.perf_counter() - t0
-        await _record(data_dir, report)
+        await _record(layout, report)
     return report
 
 
-async def _record(data_dir: Path, report: SyncReport) -> None:
+async def _record(layout: Layout, report: SyncReport) -> None:
     values: dict[str, Any] = {
         "last_sync_at": report.started_at,
         "last_sync_seconds": report.seconds,
@@ -173,11 +132,11 @@ async def _record(data_dir: Path, report: SyncReport) -> None:
     if report.errors:
         values["last_error"] = "; ".join(report.errors)
         values["last_error_at"] = report.started_at
-    async with await StateDB.open(state_path(data_dir, report.instance)) as db:
+    async with await StateDB.open(layout.state(report.instance)) as db:
         await db.put(**values)
 
 
-async def instance_status(inst: Instance, data_dir: Path) -> dict[str, Any]:
+async def instance_status(inst: Instance, layout: Layout, store: IndexStore) -> dict[str, Any]:
     """What `repo-expert status` shows for one instance (reads files only; no network)."""
     out: dict[str, Any] = {
         "instance": inst.name,
@@ -188,16 +147,12 @@ async def instance_status(inst: Instance, data_dir: Path) -> dict[str, Any]:
         "built_at": None,
         "chunks": {},
     }
-    build = current_build(data_dir, inst.name)
-    if build is not None:
-        r = await IndexReader.open(build)
-        try:
-            out["indexed_commit"] = r.meta.get("commit")
-            out["built_at"] = r.meta.get("built_at")
-            out["chunks"] = dict((r.meta.get("summary") or {}).get("chunks") or {})
-        finally:
-            await r.close()
-    path = state_path(data_dir, inst.name)
+    meta = await store.live_meta(inst.name)
+    if meta is not None:
+        out["indexed_commit"] = meta.get("commit")
+        out["built_at"] = meta.get("built_at")
+        out["chunks"] = dict((meta.get("summary") or {}).get("chunks") or {})
+    path = layout.state(inst.name)
     keys = ("last_sync_at", "last_sync_seconds", "last_sync_ok", "last_error", "last_error_at")
     out.update(dict.fromkeys(keys))
     out["issues_mark"] = None

@@ -38,7 +38,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -46,7 +45,8 @@ from core.config import Instance, IssuesConfig
 from core.errors import SourceError
 from core.ingest.github import ClientOptions, GitHubClient, Page
 from core.ingest.issues import Comment, Issue, keep_issue
-from core.store.state import IssueRow, StateDB, state_path
+from core.layout import Layout
+from core.store.state import IssueRow, StateDB
 
 log = logging.getLogger(__name__)
 
@@ -353,9 +353,9 @@ async def _fetch_comments(
 
 
 # -- what the indexer reads --------------------------------------------------------------------
-async def mirrored_issues(inst: Instance, data_dir: Path, now: float | None = None) -> list[Issue]:
+async def mirrored_issues(inst: Instance, layout: Layout, now: float | None = None) -> list[Issue]:
     """The mirrored issues the instance's filters keep (no network)."""
-    path = state_path(data_dir, inst.name)
+    path = layout.state(inst.name)
     if not path.exists():
         return []
     async with await StateDB.open(path) as db:
@@ -371,7 +371,7 @@ async def mirrored_issues(inst: Instance, data_dir: Path, now: float | None = No
 
 async def sync_and_read(
     inst: Instance,
-    data_dir: Path,
+    layout: Layout,
     *,
     numbers: set[int] | frozenset[int] = frozenset(),
     refetch: bool = False,
@@ -380,7 +380,7 @@ async def sync_and_read(
     """Sync the mirror of ``inst.issues.github``, then read it back filtered."""
     if not inst.issues.github:
         raise SourceError(f"{inst.source_file}: issues.github is not set")
-    async with await StateDB.open(state_path(data_dir, inst.name)) as db:
+    async with await StateDB.open(layout.state(inst.name)) as db:
         async with client_for(inst.issues, options) as gh:
             report = await sync_mirror(inst.issues, db, gh, numbers=numbers, refetch=refetch)
-    return report, await mirrored_issues(inst, data_dir)
+    return report, await mirrored_issues(inst, layout)

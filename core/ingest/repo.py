@@ -29,6 +29,7 @@ import pathspec
 
 from core.config import BUILTIN_EXCLUDES, Instance
 from core.errors import SourceError
+from core.layout import Layout
 from core.models import Collection
 
 log = logging.getLogger(__name__)
@@ -102,14 +103,14 @@ def auth_env(inst: Instance) -> dict[str, str]:
     }
 
 
-def _checkout_sync(inst: Instance, data_dir: Path, fetch: bool = True) -> Checkout:
+def _checkout_sync(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout:
     if inst.repo.path:
         root = inst.resolve(inst.repo.path)
         if not root.is_dir():
             raise SourceError(f"{inst.source_file}: repo.path: folder {root} does not exist")
     else:
         assert inst.repo.url
-        root = data_dir / inst.name / "checkout"
+        root = layout.checkout(inst.name)
         url = inst.repo.url
         auth = auth_env(inst)
         if not (root / ".git").exists():
@@ -149,10 +150,10 @@ def _has_head(root: Path) -> bool:
     return r.returncode == 0
 
 
-async def checkout(inst: Instance, data_dir: Path, fetch: bool = True) -> Checkout:
+async def checkout(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout:
     """The instance's work tree and commit; a ``url`` is cloned, or fetched unless ``fetch`` is
     False (a sync triggered by an issue event leaves the code where it is)."""
-    return await asyncio.to_thread(_checkout_sync, inst, data_dir, fetch)
+    return await asyncio.to_thread(_checkout_sync, inst, layout, fetch)
 
 
 def _list_files(co: Checkout) -> list[str]:

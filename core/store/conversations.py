@@ -1,4 +1,4 @@
-"""Chat threads and feedback, in one SQLite file (``{data}/conversations.sqlite``).
+"""Chat threads and feedback, in one SQLite file (``Layout.conversations`` by default).
 
 A *thread* is keyed by platform and a platform-specific key (Slack: ``team:channel:thread_ts``,
 Discord: the thread's channel id). Each answered question is a *turn*; a thread's earlier turns
@@ -6,38 +6,38 @@ are the conversation a follow-up is answered with. Feedback (👍/👎) is recor
 (a second click replaces the first) and read back with the turn's instance, question, answer and
 sources by ``repo-expert feedback NAME``.
 
-The schema evolves by numbered migrations (``PRAGMA user_version`` counts those applied), each
-run in its own transaction. Several processes (``serve slack`` and ``serve discord``) may share
+The schema evolves by numbered migrations (``PRAGMA user_version`` counts those applied; see
+``store/sqlite.py``). Several processes (``serve slack`` and ``serve discord``) may share
 the file: it is opened in WAL mode with a busy timeout.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import aiosqlite
 
-from core.errors import RepoExpertError
 from core.models import Answer, Turn
+from core.store.sqlite import Migration, open_db
 
 Verdict = Literal["up", "down"]
-Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
 MIGRATIONS: list[Migration] = []
 
 
-def migration(fn: Migration) -> Migration:
+def migration(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
     MIGRATIONS.append(fn)
     return fn
 
 
 @migration
-async def m001_turns(db: aiosqlite.Connection) -> None:
-    await db.execute(
+def m001_turns(db: sqlite3.Connection) -> None:
+    db.execute(
         """CREATE TABLE turns (
             id INTEGER PRIMARY KEY,
             platform TEXT NOT NULL,
@@ -50,12 +50,12 @@ async def m001_turns(db: aiosqlite.Connection) -> None:
             created REAL NOT NULL
         )"""
     )
-    await db.execute("CREATE INDEX turns_thread ON turns (platform, thread, id)")
+    db.execute("CREATE INDEX turns_thread ON turns (platform, thread, id)")
 
 
 @migration
-async def m002_feedback(db: aiosqlite.Connection) -> None:
-    await db.execute(
+def m002_feedback(db: sqlite3.Connection) -> None:
+    db.execute(
         """CREATE TABLE feedback (
             id INTEGER PRIMARY KEY,
             turn_id INTEGER NOT NULL REFERENCES turns (id),
@@ -65,11 +65,6 @@ async def m002_feedback(db: aiosqlite.Connection) -> None:
             UNIQUE (turn_id, user)
         )"""
     )
-
-
-def default_path(data_dir: Path) -> Path:
-    """Where the bots keep threads and feedback unless configured otherwise."""
-    return data_dir / "conversations.sqlite"
 
 
 @dataclass
@@ -114,13 +109,9 @@ class ConversationStore:
 
     @classmethod
     async def open(cls, path: Path) -> ConversationStore:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(path)
+        db = await open_db(path, MIGRATIONS, "conversations database", busy_ms=5000)
         try:
-            await db.execute("PRAGMA busy_timeout = 5000")
-            await db.execute("PRAGMA journal_mode = WAL")
             await db.execute("PRAGMA foreign_keys = ON")
-            await _migrate(db)
         except BaseException:
             await db.close()
             raise
@@ -198,29 +189,3 @@ class ConversationStore:
             sources = json.loads(r[6])
             out.append(FeedbackRecord(r[0], r[1], r[2], r[3], r[4], r[5], sources, *r[7:10]))
         return out
-
-
-async def _migrate(db: aiosqlite.Connection) -> None:
-    cur = await db.execute("PRAGMA user_version")
-    row = await cur.fetchone()
-    done = int(row[0]) if row else 0
-    if done > len(MIGRATIONS):
-        raise RepoExpertError(
-            f"conversations database schema {done} is newer than this program knows "
-            f"({len(MIGRATIONS)}): upgrade repo-expert"
-        )
-    for n, step in enumerate(MIGRATIONS[done:], start=done + 1):
-        await db.execute("BEGIN IMMEDIATE")
-        try:
-            # Another process may have migrated while we waited for the write lock.
-            cur = await db.execute("PRAGMA user_version")
-            row = await cur.fetchone()
-            if row and int(row[0]) >= n:
-                await db.rollback()
-                continue
-            await step(db)
-            await db.execute(f"PRAGMA user_version = {n}")
-            await db.commit()
-        except BaseException:
-            await db.rollback()
-            raise

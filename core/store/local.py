@@ -1,29 +1,27 @@
-"""The index on disk: per instance, one build directory holding a SQLite file (chunks, symbol
-table, indexed units and their content hashes, the stamp) and one usearch matrix file of vectors
-per collection. ``current`` is a symlink to the live build; a new build is written aside and the
-symlink is swapped atomically, so readers always see a complete index.
-
-Layout::
-
-    {data}/{instance}/current -> builds/{id}
-    {data}/{instance}/builds/{id}/meta.sqlite        chunks, symbols, units, meta (stamp, summary)
-    {data}/{instance}/builds/{id}/{collection}.fbin  float32 vectors, row i = chunk with row i
-    {data}/{instance}/checkout/                      clone of a ``repo.url`` instance
-    {data}/cache/embeddings.sqlite                   passage vectors by (model, text hash)
+"""The local store (the embedded default): per instance, one build directory holding a SQLite
+file (chunks, symbol table, indexed units and their content hashes, meta values, FTS5 tables)
+and one usearch matrix file of vectors per collection. ``current`` is a symlink to the live
+build; a new build is written into a hidden temporary folder and the symlink is swapped
+atomically, so readers always see a complete index. Paths come from :class:`~core.layout.Layout`.
 
 Search is exact (usearch's SIMD brute force over the memory-mapped matrix): measured here,
 building an HNSW graph of 50k × 384 vectors took 47 s while an exact search over them takes
 about 4 ms, and the recall of approximate search at default settings was poor.
+
+This module implements :mod:`core.store.base`; the SQL, the FTS5 syntax and the vector files stay
+in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,10 @@ from usearch.index import search as usearch_search
 from usearch.io import load_matrix, save_matrix
 
 from core.errors import IndexError_
+from core.layout import Layout
 from core.lexical import lexical_form, parts
-from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
+from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from core.store.base import Hit, Unit
 
 SCHEMA_VERSION = 2
 
@@ -72,25 +72,21 @@ _CHUNK_COLS = (
     "id, collection, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, "
     "text, text_hash, tokens, url, commit_sha"
 )
-
-
-def instance_dir(data_dir: Path, name: str) -> Path:
-    return data_dir / name
-
-
-def current_build(data_dir: Path, name: str) -> Path | None:
-    link = instance_dir(data_dir, name) / "current"
-    if not link.is_symlink() and not link.exists():
-        return None
-    target = link.resolve()
-    return target if (target / "meta.sqlite").exists() else None
+_SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line"
 
 
 def _norm(name: str) -> str:
     return "".join(parts(name))
 
 
-def row_to_chunk(r: Any) -> Chunk:
+def fts_match(terms: Sequence[str]) -> str | None:
+    """The FTS5 MATCH expression for any of ``terms`` (each quoted: a term is a literal token)."""
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _row_to_chunk(r: Any) -> Chunk:
     return Chunk(
         id=r[0], collection=r[1], doc_key=r[3], path=r[4], issue=r[5], start_line=r[6],
         end_line=r[7], title=r[8], symbol=r[9], kind=r[10] or "", text=r[11], text_hash=r[12],
@@ -98,36 +94,18 @@ def row_to_chunk(r: Any) -> Chunk:
     )  # fmt: skip
 
 
-@dataclass
-class Hit:
-    collection: Collection
-    row: int
-    score: float  # cosine similarity
-
-
-def _test_flags(paths: list[tuple[int, str]], n: int) -> np.ndarray:
-    """``n`` booleans: which rows' paths are test code (``models.is_test_path``)."""
-    flags = np.zeros(n, dtype=bool)
-    for row, path in paths:
-        if 0 <= row < n and is_test_path(path):
-            flags[row] = True
-    return flags
-
-
-class IndexReader:
+class LocalReader:
     """A read-only view of one build: SQLite metadata plus memory-mapped vector matrices."""
 
     def __init__(self, path: Path, db: aiosqlite.Connection, vectors: dict[str, np.ndarray]):
         self.path = path
+        self.build_id = path.name
         self.db = db
-        self.vectors = vectors
+        self._vectors = vectors
         self.meta: dict[str, Any] = {}
-        # per collection (code only: docs about testing are docs), per row: is the chunk test
-        # code (``models.is_test_path``)
-        self.test_rows: dict[str, np.ndarray] = {}
 
     @classmethod
-    async def open(cls, path: Path) -> IndexReader:
+    async def open(cls, path: Path) -> LocalReader:
         db = await aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True)
         try:
             vectors: dict[str, np.ndarray] = {}
@@ -139,15 +117,7 @@ class IndexReader:
                         raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
                     vectors[c] = mat
             reader = cls(path, db, vectors)
-            async with db.execute("SELECT key, value FROM meta") as cur:
-                reader.meta = {k: json.loads(v) async for k, v in cur}
-            if "code" in vectors:  # per row: test code? (for retrieval's test_penalty)
-                sql = "SELECT row, path FROM chunks WHERE collection = 'code' AND path IS NOT NULL"
-                async with db.execute(sql) as cur:
-                    paths = [(int(r), str(p)) for r, p in await cur.fetchall()]
-                reader.test_rows["code"] = await asyncio.to_thread(
-                    _test_flags, paths, len(vectors["code"])
-                )
+            reader.meta = await _read_meta(db)
         except BaseException:
             await db.close()
             raise
@@ -160,109 +130,135 @@ class IndexReader:
     def stamp(self) -> dict[str, Any]:
         return dict(self.meta.get("stamp") or {})
 
-    def size(self, collection: str) -> int:
-        v = self.vectors.get(collection)
+    def size(self, collection: Collection) -> int:
+        v = self._vectors.get(collection)
         return 0 if v is None else int(v.shape[0])
 
-    def _search_sync(self, collection: str, q: np.ndarray, n: int) -> list[Hit]:
-        mat = self.vectors.get(collection)
+    # -- vectors -----------------------------------------------------------------------------
+    def _dense_sync(self, collection: Collection, q: np.ndarray, n: int) -> list[Hit]:
+        mat = self._vectors.get(collection)
         if mat is None or n <= 0:
             return []
         n = min(n, mat.shape[0])
         res = usearch_search(mat, q.astype(np.float32), n, MetricKind.IP, exact=True)
         return [
-            Hit(collection, int(key), 1.0 - float(d))  # type: ignore[arg-type]
-            for key, d in zip(res.keys, res.distances, strict=True)
+            Hit(int(key), 1.0 - float(d)) for key, d in zip(res.keys, res.distances, strict=True)
         ]
 
-    async def search(self, collection: str, q: np.ndarray, n: int) -> list[Hit]:
-        """The ``n`` nearest chunks of a collection by cosine similarity (exact)."""
-        return await asyncio.to_thread(self._search_sync, collection, q, n)
+    async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
+        return await asyncio.to_thread(self._dense_sync, collection, query, n)
 
-    async def chunks_by_rows(self, collection: str, rows: list[int]) -> dict[int, Chunk]:
+    async def similarity(
+        self, collection: Collection, query: np.ndarray, rows: Sequence[int]
+    ) -> list[float]:
+        mat = self._vectors.get(collection)
+        if mat is None or not rows:
+            return []
+        return [float(s) for s in mat[list(rows)] @ query]
+
+    # -- lexical -----------------------------------------------------------------------------
+    async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+        match = fts_match(terms)
+        if match is None or collection not in COLLECTIONS:
+            return []
+        t = f"fts_{collection}"
+        sql = (
+            f"SELECT c.row, -bm25({t}) FROM {t} JOIN chunks c ON c.id = {t}.rowid "
+            f"WHERE {t} MATCH ? ORDER BY bm25({t}) LIMIT ?"
+        )
+        async with self.db.execute(sql, (match, n)) as cur:
+            return [Hit(int(r), float(s)) async for r, s in cur]
+
+    # -- chunks and lookups ------------------------------------------------------------------
+    async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
         if not rows:
             return {}
         q = ",".join("?" * len(rows))
         sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE collection=? AND row IN ({q})"
         async with self.db.execute(sql, [collection, *rows]) as cur:
-            return {r[2]: row_to_chunk(r) async for r in cur}
+            return {r[2]: _row_to_chunk(r) async for r in cur}
 
-    async def all_chunks(self, collection: str | None = None) -> list[Chunk]:
+    async def all_chunks(self, collection: Collection | None = None) -> list[Chunk]:
         sql = f"SELECT {_CHUNK_COLS} FROM chunks"
         args: list[Any] = []
         if collection:
             sql += " WHERE collection=?"
             args.append(collection)
         async with self.db.execute(sql + " ORDER BY collection, row", args) as cur:
-            return [row_to_chunk(r) async for r in cur]
+            return [_row_to_chunk(r) async for r in cur]
 
-    async def lexical(self, collection: str, match: str, n: int) -> list[tuple[int, float]]:
-        """BM25 top ``n`` of a collection for an FTS5 MATCH expression: (row, score ≥ 0)."""
-        sql = (
-            f"SELECT c.row, -bm25(fts_{collection}) FROM fts_{collection} "
-            f"JOIN chunks c ON c.id = fts_{collection}.rowid "
-            f"WHERE fts_{collection} MATCH ? ORDER BY bm25(fts_{collection}) LIMIT ?"
-        )
-        async with self.db.execute(sql, (match, n)) as cur:
-            return [(int(r), float(s)) async for r, s in cur]
-
-    async def rows_where(self, collection: str, where: str, args: list[Any]) -> list[int]:
+    async def _rows_where(self, collection: str, where: str, args: list[Any]) -> list[int]:
         sql = f"SELECT row FROM chunks WHERE collection=? AND ({where}) ORDER BY row"
         async with self.db.execute(sql, [collection, *args]) as cur:
             return [int(r[0]) async for r in cur]
 
     async def issue_rows(self, number: int) -> list[int]:
-        return await self.rows_where("issues", "issue=?", [number])
+        return await self._rows_where("issues", "issue=?", [number])
 
-    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
-        """Code chunks holding the definition of a symbol named ``name`` (or its qualname)."""
-        out: list[tuple[int, Symbol]] = []
-        for s in await self.symbols(name):
-            rows = await self.rows_where(
-                "code", "path=? AND start_line<=? AND end_line>=?",
-                [s.path, s.start_line, s.start_line],
-            )  # fmt: skip
-            if not rows:  # the definition line may sit in a header repeated elsewhere
-                rows = await self.rows_where(
-                    "code", "path=? AND start_line>=? AND start_line<=?",
-                    [s.path, s.start_line, s.end_line],
-                )  # fmt: skip
-            out.extend((r, s) for r in rows[:2])
-        return out
+    async def path_rows(self, collection: Collection, path: str) -> list[int]:
+        return await self._rows_where(collection, "path=? OR path LIKE ?", [path, f"%/{path}"])
 
     async def symbols(self, name: str) -> list[Symbol]:
-        """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
-        finds methods), or by any spelling (``parseConfig`` finds ``parse_config``). Indexed
-        lookups only: this runs for every identifier a question names."""
+        # Indexed lookups only: this runs for every identifier a question names.
         sql = (
-            "SELECT name, qualname, kind, path, start_line, end_line FROM symbols "
-            "WHERE qualname=? OR name=? OR norm=? "
+            f"SELECT {_SYMBOL_COLS} FROM symbols WHERE qualname=? OR name=? OR norm=? "
             "ORDER BY (qualname=?) DESC, (name=?) DESC, path, start_line LIMIT 20"
         )
         args = [name, name, _norm(name), name, name]
         async with self.db.execute(sql, args) as cur:
             return [Symbol(*r) async for r in cur]
 
-    async def units(self) -> dict[str, str]:
-        async with self.db.execute("SELECT key, content_hash FROM units") as cur:
-            return {k: h async for k, h in cur}
+    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+        out: list[tuple[int, Symbol]] = []
+        for s in await self.symbols(name):
+            rows = await self._rows_where(
+                "code", "path=? AND start_line<=? AND end_line>=?",
+                [s.path, s.start_line, s.start_line],
+            )  # fmt: skip
+            if not rows:  # the definition line may sit in a header repeated elsewhere
+                rows = await self._rows_where(
+                    "code", "path=? AND start_line>=? AND start_line<=?",
+                    [s.path, s.start_line, s.end_line],
+                )  # fmt: skip
+            out.extend((r, s) for r in rows[:2])
+        return out
 
-    async def unit_collections(self) -> dict[str, str]:
-        async with self.db.execute("SELECT key, collection FROM units") as cur:
-            return {k: c async for k, c in cur}
+    # -- what the next build reads -----------------------------------------------------------
+    async def units(self) -> dict[str, Unit]:
+        async with self.db.execute("SELECT key, collection, content_hash FROM units") as cur:
+            return {k: Unit(c, h) async for k, c, h in cur}
+
+    async def carried(self, keys: set[str]) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
+        kept: list[tuple[Chunk, np.ndarray]] = []
+        if not keys:
+            return kept, []
+        sql = f"SELECT {_CHUNK_COLS} FROM chunks ORDER BY collection, row"
+        async with self.db.execute(sql) as cur:
+            async for r in cur:
+                if r[3] in keys:  # doc_key; r[2] is the row, the vector's index
+                    kept.append((_row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
+        async with self.db.execute(f"SELECT {_SYMBOL_COLS} FROM symbols") as cur:
+            symbols = [Symbol(*r) async for r in cur]
+        return kept, [s for s in symbols if s.path in keys]
 
 
-class BuildWriter:
+async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:
+    async with db.execute("SELECT key, value FROM meta") as cur:
+        return {k: json.loads(v) async for k, v in cur}
+
+
+class LocalWriter:
     """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""
 
-    def __init__(self, data_dir: Path, name: str):
-        self.root = instance_dir(data_dir, name)
-        self.builds = self.root / "builds"
+    def __init__(self, layout: Layout, name: str):
+        self.root = layout.instance(name)
+        self.builds = layout.builds(name)
+        self.link = layout.current(name)
         self.id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
         self.tmp = self.builds / f".tmp-{self.id}"
         self.db: aiosqlite.Connection | None = None
 
-    async def __aenter__(self) -> BuildWriter:
+    async def __aenter__(self) -> LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
         self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
@@ -278,41 +274,27 @@ class BuildWriter:
         if self.tmp.exists():  # not committed: an error or a crash; the old build stays live
             shutil.rmtree(self.tmp, ignore_errors=True)
 
-    async def add_unit(self, key: str, collection: str, content_hash: str, path: str | None,
-                       issue: int | None, title: str, url: str | None) -> None:  # fmt: skip
+    async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.db is not None
-        await self.db.execute(
+        await self.db.executemany(
             "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key, collection, content_hash, path, issue, title, url),
+            [(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url) for d in docs],
         )
 
-    async def add_chunks(self, collection: str, chunks: list[Chunk]) -> None:
+    async def add_chunks(
+        self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
+    ) -> None:
         """Insert a collection's chunks (row i = vector i) and their lexical forms for FTS5."""
         assert self.db is not None
         await self.db.executemany(
             f"INSERT INTO chunks ({_CHUNK_COLS}) VALUES "
             "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (
-                    collection,
-                    i,
-                    c.doc_key,
-                    c.path,
-                    c.issue,
-                    c.start_line,
-                    c.end_line,
-                    c.title,
-                    c.symbol,
-                    c.kind,
-                    c.text,
-                    c.text_hash,
-                    c.tokens,
-                    c.url,
-                    c.commit,
-                )
+                (collection, i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
+                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit)
                 for i, c in enumerate(chunks)
             ],
-        )
+        )  # fmt: skip
         forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
         async with self.db.execute(
             "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
@@ -322,8 +304,14 @@ class BuildWriter:
             f"INSERT INTO fts_{collection} (rowid, body) VALUES (?, ?)",
             list(zip(ids, forms, strict=True)),
         )
+        if vectors is not None and len(chunks):
+            await asyncio.to_thread(
+                save_matrix,
+                np.ascontiguousarray(vectors, np.float32),
+                str(self.tmp / f"{collection}.fbin"),
+            )
 
-    async def add_symbols(self, symbols: list[Symbol]) -> None:
+    async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
         assert self.db is not None
         await self.db.executemany(
             "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -337,14 +325,7 @@ class BuildWriter:
         assert self.db is not None
         await self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
 
-    async def write_vectors(self, collection: str, vectors: np.ndarray) -> None:
-        await asyncio.to_thread(
-            save_matrix,
-            np.ascontiguousarray(vectors, np.float32),
-            str(self.tmp / f"{collection}.fbin"),
-        )
-
-    async def commit(self) -> Path:
+    async def commit(self) -> str:
         """Make this build the live one: rename into place, then swap the ``current`` link."""
         assert self.db is not None
         await self.db.commit()
@@ -352,15 +333,14 @@ class BuildWriter:
         self.db = None
         return await asyncio.to_thread(self._swap)
 
-    def _swap(self) -> Path:
+    def _swap(self) -> str:
         final = self.builds / self.id
         os.replace(self.tmp, final)
-        link = self.root / "current"
         tmp_link = self.root / f".current-{self.id}"
         os.symlink(os.path.relpath(final, self.root), tmp_link)
-        os.replace(tmp_link, link)  # atomic on POSIX: readers see the old or the new build
+        os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
         _prune(self.builds, keep={final.name})
-        return final
+        return final.name
 
 
 def _prune(builds: Path, keep: set[str]) -> None:
@@ -391,8 +371,51 @@ def _alive(pid: int) -> bool:
     return True
 
 
-async def open_current(data_dir: Path, name: str) -> IndexReader:
-    path = current_build(data_dir, name)
-    if path is None:
-        raise IndexError_(f"instance '{name}' has no index yet: run `repo-expert index {name}`")
-    return await IndexReader.open(path)
+class LocalStore:
+    """Builds of every instance under one data folder (implements ``IndexStore``)."""
+
+    schema = SCHEMA_VERSION
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def live_path(self, instance: str) -> Path | None:
+        """The live build's folder (local only: tests and tools look at the files)."""
+        link = self.layout.current(instance)
+        if not link.is_symlink() and not link.exists():
+            return None
+        target = link.resolve()
+        return target if (target / "meta.sqlite").exists() else None
+
+    async def live_id(self, instance: str) -> str | None:
+        path = self.live_path(instance)
+        return path.name if path is not None else None
+
+    async def live_meta(self, instance: str) -> dict[str, Any] | None:
+        path = self.live_path(instance)
+        if path is None:
+            return None
+        async with aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True) as db:
+            return await _read_meta(db)
+
+    async def open_live(self, instance: str) -> LocalReader | None:
+        path = self.live_path(instance)
+        return await LocalReader.open(path) if path is not None else None
+
+    def writer(self, instance: str) -> LocalWriter:
+        return LocalWriter(self.layout, instance)
+
+    @contextlib.asynccontextmanager
+    async def lock(self, instance: str) -> AsyncIterator[None]:
+        """An asyncio lock for this process, then ``flock`` on ``{data}/{instance}/.lock`` for
+        the others."""
+        async with self._locks.setdefault(instance, asyncio.Lock()):
+            path = self.layout.lock(instance)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)

@@ -1,4 +1,4 @@
-"""The per-instance state file, ``{data}/{instance}/state.sqlite``: what is not the index.
+"""The per-instance state file (``{data}/{instance}/state.sqlite``): what is not the index.
 
 - ``issues``: the local mirror of a GitHub repository's issues and pull requests, one row per
   number, with its comments. ``comments_for`` is the ``updated_at`` its comments were fetched
@@ -7,7 +7,8 @@
 - ``etags``: the ETag of a listing's first page, by request URL (conditional requests).
 - ``kv``: high-water marks of the listings and the last sync's time, outcome and error.
 
-Migrations are numbered by ``PRAGMA user_version``.
+Migrations are numbered by ``PRAGMA user_version`` and applied by ``store/sqlite.py``; the file's
+path is ``Layout.state``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 import aiosqlite
 
+from core.store.sqlite import open_db
+
 MIGRATIONS = [
     """
     CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -32,10 +35,6 @@ MIGRATIONS = [
     CREATE TABLE etags (url TEXT PRIMARY KEY, etag TEXT NOT NULL);
     """,
 ]
-
-
-def state_path(data_dir: Path, instance: str) -> Path:
-    return data_dir / instance / "state.sqlite"
 
 
 @dataclass
@@ -63,27 +62,7 @@ class StateDB:
 
     @classmethod
     async def open(cls, path: Path) -> StateDB:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        db = await aiosqlite.connect(str(path))
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA busy_timeout=10000")
-        async with db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
-        version = int(row[0]) if row else 0
-        if version < len(MIGRATIONS):
-            # The pending migrations and the version bump in one transaction: a process killed
-            # in between (or a second process opening the file) never sees half a schema.
-            await db.execute("BEGIN IMMEDIATE")
-            async with db.execute("PRAGMA user_version") as cur:
-                row = await cur.fetchone()
-            version = int(row[0]) if row else 0
-            for i, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                for stmt in (s.strip() for s in script.split(";")):
-                    if stmt:
-                        await db.execute(stmt)
-                await db.execute(f"PRAGMA user_version={i}")
-            await db.commit()
-        return cls(db)
+        return cls(await open_db(path, MIGRATIONS, "state file"))
 
     async def close(self) -> None:
         await self.db.close()

@@ -1,0 +1,149 @@
+"""Citations that hold, and how every answerer says the sources don't contain the answer.
+
+:func:`finalize_citations` is the single place where ``[n]`` markers are checked: markers that
+point at no source are removed (and counted), sources never cited are dropped, and the rest are
+renumbered 1..n in order of first use. Every answerer goes through it.
+
+:func:`no_answer` is how every answerer says the sources don't contain the answer: plainly, with
+the closest sources cited so a person can look for themselves. The answerers' own words follow
+the question's language where they have them (:func:`phrase`: English, Spanish); quotations stay
+as the sources wrote them (:func:`quote`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from core.models import MARKER, Answer, Retrieval, Source
+
+# Code spans and fences: a "[0]" there is an index, not a citation.
+_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+
+
+@dataclass
+class CitationReport:
+    dropped_markers: int = 0
+    dropped_sources: int = 0
+
+
+def finalize_citations(
+    text: str, sources: list[Source]
+) -> tuple[str, list[Source], CitationReport]:
+    """Renumber ``[n]`` markers (1-based into ``sources``) by first use; drop bad markers and
+    uncited sources."""
+    report = CitationReport()
+    order: list[int] = []
+
+    def visit(m: re.Match[str]) -> str:
+        i = int(m.group(1)) - 1
+        if not 0 <= i < len(sources):
+            report.dropped_markers += 1
+            return ""
+        if i not in order:
+            order.append(i)
+        return f"[{order.index(i) + 1}]"
+
+    pieces = []
+    last = 0
+    for m in _CODE.finditer(text):
+        pieces.append(MARKER.sub(visit, text[last : m.start()]))
+        pieces.append(m.group(0))
+        last = m.end()
+    pieces.append(MARKER.sub(visit, text[last:]))
+    new_text = "".join(pieces)
+    new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
+    new_text = re.sub(r"[ \t]+([.,;:])", r"\1", new_text).strip()
+    kept = []
+    for n, i in enumerate(order, start=1):
+        s = sources[i]
+        s.n = n
+        kept.append(s)
+    report.dropped_sources = len(sources) - len(kept)
+    return new_text, kept, report
+
+
+def snapshot(sources: list[Source]) -> list[Source]:
+    """Copies of the sources an answerer is about to see: its evidence."""
+    return [replace(s, n=0) for s in sources]
+
+
+def mark_cited(evidence: list[Source], shown: list[Source], kept: list[Source]) -> list[Source]:
+    """Give each evidence copy the citation number its original got (0: not cited)."""
+    for e, o in zip(evidence, shown, strict=True):
+        e.n = o.n if any(o is k for k in kept) else 0
+    return evidence
+
+
+def clip(s: str, n: int = 320) -> str:
+    """One line of at most ``n`` characters, cut at a word boundary with an ellipsis."""
+    s = " ".join(s.split())
+    if len(s) <= n:
+        return s
+    cut = s[:n].rsplit(" ", 1)[0]
+    return cut + " …"
+
+
+def quote(s: str, n: int = 320) -> str:
+    """Source text to quote in an answer: clipped, and any "[3]" of its own turned into "［3］"
+    so that it is never taken for one of our citation markers."""
+    return MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
+
+
+_TEXTS = {
+    "en": {
+        "header": "From the indexed sources:",
+        "nothing": "I found nothing in this instance's docs, code or issues that matches the "
+        "question. Try naming a file, a function or an issue number.",
+        "no_answer": "The indexed sources don't contain the answer to this question.",
+        "closest": "The closest ones are",
+    },
+    "es": {
+        "header": "Según las fuentes indexadas:",
+        "nothing": "No encontré nada en la documentación, el código ni los issues de esta "
+        "instancia que corresponda a la pregunta. Prueba a nombrar un archivo, una función o un "
+        "número de issue.",
+        "no_answer": "Las fuentes indexadas no contienen la respuesta a esta pregunta.",
+        "closest": "Las más cercanas son",
+    },
+}
+
+
+def phrase(lang: str | None, key: str) -> str:
+    return _TEXTS.get(lang or "en", _TEXTS["en"])[key]
+
+
+def no_answer(
+    retrieval: Retrieval,
+    lang: str | None,
+    backend: str = "extractive",
+    seen: tuple[list[Source], list[Source]] | None = None,
+    closest: int = 3,
+) -> Answer:
+    """Say plainly that the sources don't contain the answer; cite and list the closest ones.
+
+    ``seen`` is (the sources the answerer was shown, its evidence copies of them); default: all
+    retrieved sources, whole."""
+    shown = retrieval.sources[:closest]
+    kept: list[Source] = []
+    if not shown:
+        text = phrase(lang, "nothing")
+    else:
+        refs = "; ".join(f"{label(s)} [{i}]" for i, s in enumerate(shown, start=1))
+        text, kept, _ = finalize_citations(
+            f"{phrase(lang, 'no_answer')} {phrase(lang, 'closest')}: {refs}.", shown
+        )
+    originals, evidence = seen or (retrieval.sources, snapshot(retrieval.sources))
+    return Answer(
+        text=text, sources=kept, route=retrieval.route, timings_ms=dict(retrieval.timings_ms),
+        backend=backend, no_answer=True, language=lang,
+        evidence=mark_cited(evidence, originals, kept),
+    )  # fmt: skip
+
+
+def label(src: Source) -> str:
+    if src.collection == "issues":
+        return src.title
+    if src.collection == "code":
+        return f"{src.path} ({src.symbol})" if src.symbol else f"{src.path}"
+    return f"{src.path} › {src.title}" if src.title != src.path else f"{src.path}"

@@ -1,0 +1,103 @@
+"""One way to gather an instance's sources before a build: the checkout and the issues.
+
+Every path that updates an index — ``index``, ``sync``, ``sync --watch``, a webhook delivery, the
+first question's build — asks :func:`gather` with a :class:`SyncRequest` and builds from what it
+returns; the build itself fetches nothing.
+
+Failures are kept apart, as a sync needs them to be:
+
+- the repository: a ``url`` instance is fetched (``request.repo``); if the fetch fails and a clone
+  is on disk, that clone is indexed and the error recorded. A local ``path`` is read as it is.
+- the issues: a gh-JSON file is read (a broken file is an error); a GitHub instance's mirror is
+  brought up to date (``request.issues``, or issues a webhook named) — if GitHub's API is down or
+  rate-limited, the issues mirrored so far are indexed, the error recorded, and for a rate limit
+  the time to retry noted; the next sync resumes the mirror where this one stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.config import Instance
+from core.errors import RateLimited, SourceError
+from core.ingest.github import ClientOptions
+from core.ingest.issues import Issue, keep_issue, load_issues_file
+from core.ingest.mirror import MirrorReport, mirrored_issues, sync_and_read
+from core.ingest.repo import Checkout, checkout
+from core.layout import Layout
+
+
+@dataclass
+class SyncRequest:
+    """What one update of an instance should do."""
+
+    repo: bool = True  # fetch the repository (a url clone); False: index the clone as it is
+    issues: bool = True  # bring the GitHub issues mirror up to date (a github instance)
+    numbers: frozenset[int] = frozenset()  # issues/PRs a webhook named: fetched first
+    full: bool = False  # rebuild the index from scratch instead of incrementally
+    refetch_issues: bool = False  # list every issue again (drops deleted ones from the mirror)
+
+    def merge(self, other: SyncRequest) -> SyncRequest:
+        """One request that does what both ask (a burst of webhook deliveries → one sync)."""
+        return SyncRequest(
+            repo=self.repo or other.repo, issues=self.issues or other.issues,
+            numbers=self.numbers | other.numbers, full=self.full or other.full,
+            refetch_issues=self.refetch_issues or other.refetch_issues,
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "numbers": sorted(self.numbers)}
+
+
+@dataclass
+class Sources:
+    """What a build is made from, and what went wrong getting it (kept going where it could)."""
+
+    checkout: Checkout
+    issues: list[Issue]
+    mirror: MirrorReport | None = None  # what the GitHub mirror sync did, when one ran
+    errors: list[str] = field(default_factory=list)
+    retry_at: float | None = None  # a rate limit said: not before then
+
+
+async def gather(
+    inst: Instance, layout: Layout, request: SyncRequest, options: ClientOptions | None = None
+) -> Sources:
+    """The checkout and the filtered issues of ``inst`` (see the module docstring)."""
+    errors: list[str] = []
+    try:
+        co = await checkout(inst, layout, fetch=request.repo)
+    except SourceError as e:
+        if not (inst.repo.url and (layout.checkout(inst.name) / ".git").exists()):
+            raise
+        errors.append(f"repository: {e}")
+        co = await checkout(inst, layout, fetch=False)
+    sources = Sources(co, [], errors=errors)
+    if inst.issues.file:
+        sources.issues = await _issues_file(inst)
+    elif inst.issues.github:
+        if request.issues or request.numbers:
+            try:
+                sources.mirror, sources.issues = await sync_and_read(
+                    inst, layout, numbers=set(request.numbers),
+                    refetch=request.refetch_issues, options=options,
+                )  # fmt: skip
+                return sources
+            except SourceError as e:
+                errors.append(f"issues: {e}")
+                if isinstance(e, RateLimited):
+                    sources.retry_at = e.reset_at
+        sources.issues = await mirrored_issues(inst, layout)
+    return sources
+
+
+async def _issues_file(inst: Instance) -> list[Issue]:
+    assert inst.issues.file
+    path = inst.resolve(inst.issues.file)
+    try:
+        issues = await asyncio.to_thread(load_issues_file, path)
+    except SourceError as e:
+        raise SourceError(f"{inst.source_file}: issues.file: {e}") from None
+    return [i for i in issues if keep_issue(i, inst.issues)]

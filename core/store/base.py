@@ -1,0 +1,164 @@
+"""The store interface: how the rest of repo-expert writes and reads an instance's index.
+
+An instance's index is a sequence of *builds*. A build holds, per collection (docs, code,
+issues), the chunks in *rows* 0..n-1 with one vector per row, their lexical forms for BM25, the
+symbol table, the indexed *units* (files and issue threads with their content hashes) and a few
+meta values (the stamp of what built it, the commit, the summary). One build is *live*; a new
+one is written aside and made live atomically by :meth:`BuildWriter.commit`, so a reader sees a
+whole build or the previous one, and a build that fails or is killed leaves the previous one
+live.
+
+Nothing outside a store implementation touches SQL, FTS syntax, vector files or arrays of
+vectors: retrieval asks for dense or lexical hits, cosines of given rows and lookups by issue,
+path or symbol; the indexer writes chunks with their vectors and asks the live build for what it
+can carry over. ``local.py`` (SQLite + usearch files under the data folder) is the first
+implementation; ``tests/test_store_contract.py`` is the suite any implementation must pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from core.models import Chunk, Collection, Document, Symbol
+
+
+class Hit(NamedTuple):
+    """A row of a collection and its score (cosine similarity, or BM25 ≥ 0)."""
+
+    row: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An indexed unit (a file or an issue thread) as the build recorded it."""
+
+    collection: Collection
+    content_hash: str
+
+
+class BuildReader(Protocol):
+    """One build, read-only. Safe to use from many tasks at once; closed by whoever opened it."""
+
+    build_id: str  # changes with every build: a reader is stale when the live id differs
+    meta: dict[str, Any]  # what the build recorded: stamp, commit, tree_clean, built_at, summary
+
+    @property
+    def stamp(self) -> dict[str, Any]: ...
+
+    def size(self, collection: Collection) -> int:
+        """Rows (chunks) of a collection."""
+        ...
+
+    async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
+        """The ``n`` rows nearest to ``query`` by cosine similarity (exact), best first."""
+        ...
+
+    async def similarity(
+        self, collection: Collection, query: np.ndarray, rows: Sequence[int]
+    ) -> list[float]:
+        """Cosine similarity of ``query`` with each of ``rows``, in that order."""
+        ...
+
+    async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+        """BM25 top ``n`` of the rows whose lexical form holds any of ``terms`` (lexical tokens,
+        ``core.lexical.query_terms``), best first; scores ≥ 0, higher is better."""
+        ...
+
+    async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
+        """The chunks of these rows (missing rows are left out)."""
+        ...
+
+    async def all_chunks(self, collection: Collection | None = None) -> list[Chunk]:
+        """Every chunk (of one collection), by collection and row."""
+        ...
+
+    async def issue_rows(self, number: int) -> list[int]:
+        """Rows of the issues collection holding issue or pull request ``number``."""
+        ...
+
+    async def path_rows(self, collection: Collection, path: str) -> list[int]:
+        """Rows of chunks of the file at ``path``, or of a file whose path ends in ``/path``."""
+        ...
+
+    async def symbols(self, name: str) -> list[Symbol]:
+        """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
+        finds methods), or by any spelling (``parseConfig`` finds ``parse_config``); the exact
+        qualified name first, then the exact name, then by path and line (at most 20)."""
+        ...
+
+    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+        """Code rows holding the definition of a symbol named ``name`` (at most two per
+        definition)."""
+        ...
+
+    async def units(self) -> dict[str, Unit]:
+        """The units this build indexed, by key (``path`` or ``issue:N``)."""
+        ...
+
+    async def carried(self, keys: set[str]) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
+        """What a next build keeps of the units ``keys``: their chunks (by collection and row)
+        each with its vector, and the symbols defined in them."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class BuildWriter(Protocol):
+    """A build being written. Nothing is visible to readers until :meth:`commit`; leaving the
+    ``async with`` block without committing (an error, a cancellation) discards it."""
+
+    async def add_units(self, docs: Sequence[Document]) -> None:
+        """Record the indexed units (key, collection, content hash, path, issue, title, url)."""
+        ...
+
+    async def add_chunks(
+        self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
+    ) -> None:
+        """A collection's chunks, row i = ``chunks[i]`` with vector ``vectors[i]`` (called once
+        per collection; ``vectors`` is None when there are no chunks). The store derives the
+        lexical forms itself (``core.lexical.lexical_form``)."""
+        ...
+
+    async def add_symbols(self, symbols: Sequence[Symbol]) -> None: ...
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        """A JSON-serialisable value recorded with the build (``stamp``, ``commit``, …)."""
+        ...
+
+    async def commit(self) -> str:
+        """Make this build the live one, atomically; returns its build id."""
+        ...
+
+
+class IndexStore(Protocol):
+    """Where the builds of every instance of a deployment live."""
+
+    schema: int  # the version of this store's build format: part of every build's stamp
+
+    async def live_id(self, instance: str) -> str | None:
+        """The id of the live build, or None when the instance has none. Cheap: called before
+        every question to notice a build swapped in by another process."""
+        ...
+
+    async def live_meta(self, instance: str) -> dict[str, Any] | None:
+        """The live build's meta values, without opening its vectors."""
+        ...
+
+    async def open_live(self, instance: str) -> BuildReader | None:
+        """A reader of the live build (the caller closes it), or None."""
+        ...
+
+    def writer(self, instance: str) -> AbstractAsyncContextManager[BuildWriter]:
+        """A new build of ``instance``, written aside: ``async with store.writer(n) as w``."""
+        ...
+
+    def lock(self, instance: str) -> AbstractAsyncContextManager[None]:
+        """Held while building or syncing ``instance``: one at a time, across processes too.
+        Readers never take it."""
+        ...

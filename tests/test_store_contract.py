@@ -1,0 +1,285 @@
+"""The store contract (core/store/base.py): what every backend must do, run against each one.
+
+A backend is given as a factory of an ``IndexStore`` over a fresh location; the same tests run
+for all of them (today the local store: SQLite + usearch files; a PostgreSQL store joins
+``BACKENDS``). Vectors here are small and hand-made so that nearest neighbours are known.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from core.layout import Layout
+from core.lexical import query_terms
+from core.models import Chunk, Collection, Document, Symbol
+from core.store.base import IndexStore
+from core.store.local import LocalStore
+
+StoreFactory = Callable[[Path], IndexStore]
+BACKENDS: dict[str, StoreFactory] = {"local": lambda root: LocalStore(Layout(root))}
+
+DIM = 8
+
+
+def unit(i: int) -> np.ndarray:
+    """A unit vector mostly along axis ``i`` (rows are told apart by their nearest axis)."""
+    v = np.full(DIM, 0.05, np.float32)
+    v[i % DIM] = 1.0
+    return v / np.linalg.norm(v)
+
+
+def chunk(coll: Collection, key: str, text: str, **kw: Any) -> Chunk:
+    return Chunk(coll, key, text, kw.pop("title", key), len(text.split()), **kw)
+
+
+DOCS = [
+    chunk("docs", "README.md", "Widget › Configuration\nThe timeout option sets how long.",
+          path="README.md", start_line=1, end_line=4, kind="section"),
+    chunk("docs", "docs/guide.md", "Guide › Themes\nThemes change colours of every chart.",
+          path="docs/guide.md", start_line=1, end_line=3, kind="section"),
+]  # fmt: skip
+CODE = [
+    chunk("code", "src/widget/config.py", "src/widget/config.py › parse_config\n"
+          "def parse_config(path):\n    return load(path)", path="src/widget/config.py",
+          start_line=5, end_line=7, symbol="parse_config", kind="function"),
+    chunk("code", "src/widget/config.py", "src/widget/config.py › Renderer.draw\n"
+          "    def draw(self, chart):\n        return chart.points", path="src/widget/config.py",
+          start_line=12, end_line=13, symbol="Renderer.draw", kind="method"),
+    chunk("code", "tests/test_config.py", "tests/test_config.py › test_parse\n"
+          "def test_parse():\n    assert parse_config('x')", path="tests/test_config.py",
+          start_line=1, end_line=2, symbol="test_parse", kind="function"),
+]  # fmt: skip
+ISSUES = [
+    chunk("issues", "issue:42", "#42 Timeout ignored\nIssue · closed\nThe timeout is ignored.",
+          title="#42 Timeout ignored", issue=42, kind="issue"),
+]  # fmt: skip
+SYMBOLS = [
+    Symbol("parse_config", "parse_config", "function", "src/widget/config.py", 5, 7),
+    Symbol("Renderer", "Renderer", "class", "src/widget/config.py", 10, 13),
+    Symbol("draw", "Renderer.draw", "method", "src/widget/config.py", 12, 13),
+    Symbol("test_parse", "test_parse", "function", "tests/test_config.py", 1, 2),
+]
+UNITS = [
+    Document("docs", "README.md", "x", "h-readme", path="README.md", title="README.md"),
+    Document("docs", "docs/guide.md", "x", "h-guide", path="docs/guide.md", title="guide"),
+    Document("code", "src/widget/config.py", "x", "h-config", path="src/widget/config.py"),
+    Document("code", "tests/test_config.py", "x", "h-test", path="tests/test_config.py"),
+    Document("issues", "issue:42", "x", "h-42", issue=42, title="#42 Timeout ignored",
+             url="https://github.com/acme/widget/issues/42"),
+]  # fmt: skip
+VECTORS: dict[Collection, np.ndarray] = {
+    "docs": np.stack([unit(0), unit(1)]),
+    "code": np.stack([unit(2), unit(3), unit(4)]),
+    "issues": np.stack([unit(5)]),
+}
+ROWS: dict[Collection, list[Chunk]] = {"docs": DOCS, "code": CODE, "issues": ISSUES}
+
+
+async def write_build(store: IndexStore, name: str = "widget", commit: str = "c1") -> str:
+    async with store.writer(name) as w:
+        for coll, chunks in ROWS.items():
+            await w.add_chunks(coll, chunks, VECTORS[coll])
+        await w.add_units(UNITS)
+        await w.add_symbols(SYMBOLS)
+        await w.set_meta("stamp", {"schema": store.schema, "embedder": "test", "dim": DIM})
+        await w.set_meta("commit", commit)
+        return await w.commit()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], IndexStore]:
+    """Stores of one backend, all over the same location (as two processes would be)."""
+    factory = BACKENDS[request.param]
+    return lambda: factory(tmp_path / "store")
+
+
+@pytest_asyncio.fixture
+async def built(make_store: Callable[[], IndexStore]) -> AsyncIterator[tuple[IndexStore, Any]]:
+    store = make_store()
+    await write_build(store)
+    reader = await store.open_live("widget")
+    assert reader is not None
+    yield store, reader
+    await reader.close()
+
+
+# -- nothing yet -------------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_an_instance_without_a_build(make_store: Callable[[], IndexStore]) -> None:
+    store = make_store()
+    assert await store.live_id("widget") is None
+    assert await store.live_meta("widget") is None
+    assert await store.open_live("widget") is None
+
+
+# -- reading a build -------------------------------------------------------------------------
+@pytest.mark.asyncio
+async def test_meta_and_sizes(built: tuple[IndexStore, Any]) -> None:
+    store, r = built
+    assert r.build_id == await store.live_id("widget")
+    meta = await store.live_meta("widget")
+    assert meta is not None and meta["commit"] == "c1" and meta == r.meta
+    assert r.stamp == {"schema": store.schema, "embedder": "test", "dim": DIM}
+    assert [r.size(c) for c in ("docs", "code", "issues")] == [2, 3, 1]
+
+
+@pytest.mark.asyncio
+async def test_dense_search_is_exact_best_first(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    q = unit(3)
+    hits = await r.dense("code", q, 3)
+    expected = sorted(range(3), key=lambda i: -float(VECTORS["code"][i] @ q))
+    assert [h.row for h in hits] == expected and expected[0] == 1
+    assert hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
+    assert len(await r.dense("code", unit(3), 10)) == 3  # never more than there are
+    assert await r.dense("docs", unit(0), 0) == []
+
+
+@pytest.mark.asyncio
+async def test_similarity_of_given_rows_in_their_order(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    q = unit(4)
+    sims = await r.similarity("code", q, [2, 0])
+    expected = [float(VECTORS["code"][2] @ q), float(VECTORS["code"][0] @ q)]
+    assert sims == pytest.approx(expected, abs=1e-5)
+    assert await r.similarity("code", q, []) == []
+
+
+@pytest.mark.asyncio
+async def test_lexical_search_over_code_aware_forms(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    for spelling in ("parseConfig", "parse-config", "ParseConfig"):  # any spelling meets
+        hits = await r.lexical("code", query_terms(spelling), 5)
+        assert hits and hits[0].row == 0 and hits[0].score > 0, spelling
+    assert [h.row for h in await r.lexical("docs", ["themes"], 5)] == [1]
+    assert await r.lexical("docs", [], 5) == []
+    assert await r.lexical("issues", ["nothingmatcheshere"], 5) == []
+
+
+@pytest.mark.asyncio
+async def test_chunks_and_lookups(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    got = await r.chunks("code", [2, 0, 99])
+    assert sorted(got) == [0, 2] and got[0].symbol == "parse_config" and got[0].id is not None
+    assert got[2].path == "tests/test_config.py" and got[0].start_line == 5
+    every = await r.all_chunks()  # by collection, then row
+    assert [c.text for c in every] == [c.text for coll in sorted(ROWS) for c in ROWS[coll]]
+    assert [c.path for c in await r.all_chunks("docs")] == ["README.md", "docs/guide.md"]
+    assert await r.issue_rows(42) == [0] and await r.issue_rows(7) == []
+    assert await r.path_rows("code", "src/widget/config.py") == [0, 1]
+    assert await r.path_rows("code", "config.py") == [0, 1]  # a path's tail
+    assert await r.path_rows("docs", "guide.md") == [1]
+
+
+@pytest.mark.asyncio
+async def test_symbols_by_any_name_and_their_definition_rows(
+    built: tuple[IndexStore, Any],
+) -> None:
+    _, r = built
+    for name in ("parse_config", "parseConfig", "ParseConfig"):
+        assert [s.qualname for s in await r.symbols(name)] == ["parse_config"], name
+    assert [s.qualname for s in await r.symbols("Renderer.draw")] == ["Renderer.draw"]
+    assert [s.qualname for s in await r.symbols("draw")] == ["Renderer.draw"]
+    rows = await r.definition_rows("parse_config")
+    assert [(row, s.qualname) for row, s in rows] == [(0, "parse_config")]
+    assert [row for row, _ in await r.definition_rows("Renderer.draw")] == [1]
+    assert await r.definition_rows("no_such_thing") == []
+
+
+@pytest.mark.asyncio
+async def test_what_the_next_build_carries_over(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    units = await r.units()
+    assert units["README.md"].collection == "docs" and units["README.md"].content_hash == "h-readme"
+    assert set(units) == {u.key for u in UNITS}
+    kept, symbols = await r.carried({"src/widget/config.py", "issue:42"})
+    assert [(c.collection, c.symbol) for c, _ in kept] == [
+        ("code", "parse_config"), ("code", "Renderer.draw"), ("issues", None),
+    ]  # fmt: skip
+    assert np.allclose(kept[0][1], VECTORS["code"][0]) and np.allclose(kept[2][1], unit(5))
+    assert {s.qualname for s in symbols} == {"parse_config", "Renderer", "Renderer.draw"}
+    assert await r.carried(set()) == ([], [])
+
+
+# -- writing: atomic, isolated, one writer at a time ---------------------------------------
+@pytest.mark.asyncio
+async def test_a_failed_build_leaves_the_previous_one_live(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    store = make_store()
+    first = await write_build(store)
+    with pytest.raises(RuntimeError, match="midway"):
+        async with store.writer("widget") as w:
+            await w.add_chunks("docs", DOCS[:1], VECTORS["docs"][:1])
+            raise RuntimeError("midway")
+    assert await store.live_id("widget") == first
+    r = await store.open_live("widget")
+    assert r is not None and r.size("docs") == 2
+    await r.close()
+
+
+@pytest.mark.asyncio
+async def test_a_new_build_swaps_in_and_an_open_reader_keeps_its_own(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    store = make_store()
+    first = await write_build(store, commit="c1")
+    old = await store.open_live("widget")
+    assert old is not None
+    other = make_store()  # another process on the same store sees the swap
+    second = await write_build(other, commit="c2")
+    assert second != first and await store.live_id("widget") == second
+    assert (await store.live_meta("widget") or {})["commit"] == "c2"
+    # The reader opened before the swap still answers from its own build.
+    assert old.build_id == first and old.meta["commit"] == "c1"
+    assert [h.row for h in await old.dense("docs", unit(1), 1)] == [1]
+    await old.close()
+
+
+@pytest.mark.asyncio
+async def test_instances_are_apart(make_store: Callable[[], IndexStore]) -> None:
+    store = make_store()
+    await write_build(store, "widget")
+    assert await store.live_id("gadget") is None
+    async with store.writer("gadget") as w:
+        await w.add_chunks("docs", DOCS[1:], VECTORS["docs"][1:])
+        await w.add_units(UNITS[1:2])
+        await w.set_meta("commit", "g1")
+        await w.commit()
+    g = await store.open_live("gadget")
+    assert g is not None and g.size("docs") == 1 and g.size("code") == 0
+    assert (await store.live_meta("widget") or {})["commit"] == "c1"
+    await g.close()
+
+
+@pytest.mark.asyncio
+async def test_the_lock_admits_one_holder_at_a_time_across_store_objects(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    a, b = make_store(), make_store()
+    events: list[str] = []
+
+    async def hold(store: IndexStore, who: str, entered: asyncio.Event | None) -> None:
+        async with store.lock("widget"):
+            events.append(f"{who} in")
+            if entered is not None:
+                entered.set()
+            await asyncio.sleep(0.2)
+            events.append(f"{who} out")
+
+    entered = asyncio.Event()
+    first = asyncio.create_task(hold(a, "a", entered))
+    await entered.wait()
+    await asyncio.wait_for(asyncio.gather(first, hold(b, "b", None)), 10)
+    assert events == ["a in", "a out", "b in", "b out"]
+    async with a.lock("gadget"), b.lock("widget"):  # other instances don't wait
+        pass
