@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core.answer import ExtractiveAnswerer
 from core.config import EmbeddingConfig, RetrievalConfig
-from core.embed.service import embed_service
+from core.embed import embed_service
 from core.layout import Layout
 from core.models import Chunk, Symbol
 from core.retrieve import Options, retrieve

@@ -22,7 +22,7 @@ from typing import Any
 from core.answer import Answerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
-from core.embed.service import EmbedService, embed_service
+from core.embed import EmbedService, embed_service
 from core.errors import IndexError_
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, instance_status, sync_instance

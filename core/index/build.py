@@ -23,7 +23,7 @@ import numpy as np
 
 from core.chunk import chunk
 from core.config import Instance
-from core.embed.service import Embedder, EmbedService, text_hash
+from core.embed import Embedder, EmbedService, text_hash
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document

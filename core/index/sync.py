@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import Instance
-from core.embed.service import EmbedService
+from core.embed import EmbedService
 from core.errors import RepoExpertError
 from core.index.build import Progress, Summary, build_index
 from core.ingest.gather import SyncRequest, gather

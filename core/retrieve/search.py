@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 
-from core.embed.service import EmbedService
+from core.embed import EmbedService
 from core.models import Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import Found, find
