@@ -1,3 +1,5 @@
+"""``python -m core.cli``: the same command line as ``repo-expert``."""
+
 import sys
 
 from core.cli import main
