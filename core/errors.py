@@ -9,6 +9,8 @@
     │   ├── RateLimited             GitHub asked us to wait longer than we will (``reset_at``)
     │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
     ├── IndexError_                 the index is missing, stale or broken
+    ├── StoreError                  a file or database of the store cannot be used (locked, or
+    │                               written by a newer repo-expert)
     ├── EmbeddingError              the embedding backend failed or is unavailable
     │   └── ModelFormatError        the bundled model file is not in the format we read
     └── LLMError                    the language model gave no usable answer (down, refused, slow)
@@ -69,6 +71,13 @@ class IndexError_(RepoExpertError):
     """The index is missing or unusable."""
 
     user_line = "the search index is not available"
+
+
+class StoreError(RepoExpertError):
+    """A file or database of the store cannot be used: locked past the busy timeout, or with a
+    schema newer than this program knows."""
+
+    user_line = "the bot's data store is not available"
 
 
 class EmbeddingError(RepoExpertError):

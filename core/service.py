@@ -116,6 +116,8 @@ class RepoExpert:
         """Build or update the index (a sync that fetches everything): its summary."""
         report = await self.sync(name, SyncRequest(full=full), progress=progress)
         assert report.summary is not None  # a sync without a build raised
+        for e in report.errors:  # what the build went on without; `status` shows it too
+            log.warning("index of %s: %s", name, e)
         return report.summary
 
     async def status(self, name: str) -> dict[str, Any]:
@@ -212,9 +214,14 @@ class RepoExpert:
         return a
 
     async def _check_stamp(self, name: str, reader: BuildReader) -> None:
-        """Refuse to search vectors of another model: the query would be embedded differently."""
+        """Refuse to search vectors of another model: the query would be embedded differently.
+        The reader is closed whenever it is not accepted (a mismatch, or a failing embedder)."""
         built = reader.stamp
-        model, dim, _ = await self.embedder(name).info()
+        try:
+            model, dim, _ = await self.embedder(name).info()
+        except BaseException:
+            await reader.close()
+            raise
         if built.get("embedder") != model or built.get("dim") != dim:
             await reader.close()
             raise IndexError_(

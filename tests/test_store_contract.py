@@ -283,3 +283,11 @@ async def test_the_lock_admits_one_holder_at_a_time_across_store_objects(
     assert events == ["a in", "a out", "b in", "b out"]
     async with a.lock("gadget"), b.lock("widget"):  # other instances don't wait
         pass
+
+
+@pytest.mark.asyncio
+async def test_test_code_rows_by_path(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    assert r.tests("code", [0, 1, 2]) == {2}  # tests/test_config.py
+    assert r.tests("code", [0, 1]) == set()
+    assert r.tests("docs", [0, 1]) == set()  # docs about testing are docs

@@ -163,7 +163,7 @@ async def check_support(
     semantic_min: float = SEMANTIC_MIN,
 ) -> SupportReport:
     """Check every claim of ``text`` against ``sources`` (``[n]`` is ``sources[n-1]``, as after
-    :func:`~core.answer.finalize_citations`)."""
+    :func:`~core.answer.citations.finalize_citations`)."""
     vocab = {i: Vocab([s.text]) for i, s in enumerate(sources, start=1)}
     checked: list[SentenceSupport] = []
     for para in split_sentences(text):

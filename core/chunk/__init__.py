@@ -2,29 +2,36 @@
 
 One contract for every collection: ``chunk(document, count_tokens, window) -> (chunks,
 symbols)``. Every chunk fits ``window`` tokens as ``count_tokens`` counts them (the embedder's own
-tokenizer, prefix included); only code yields symbols. :data:`CHUNKERS` maps a collection to its
-chunker, and :func:`chunk` dispatches on the document's collection.
+tokenizer, prefix included); only code yields symbols. :data:`CHUNKERS` names each collection's
+chunker module (imported on first use: tree-sitter loads only where code is chunked), and
+:func:`chunk` dispatches on the document's collection.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
-from core.chunk import code, docs, issues
+from core.chunk.text import TokenCounter
 from core.models import Chunk, Collection, Document, Symbol
 
-TokenCounter = Callable[[str], int]
 Chunker = Callable[[Document, TokenCounter, int], tuple[list[Chunk], list[Symbol]]]
 
-CHUNKERS: dict[Collection, Chunker] = {
-    "docs": docs.chunk,
-    "code": code.chunk,
-    "issues": issues.chunk,
+# collection -> the module whose ``chunk`` implements the contract for it
+CHUNKERS: dict[Collection, str] = {
+    "docs": "core.chunk.docs",
+    "code": "core.chunk.code",
+    "issues": "core.chunk.issues",
 }
+
+
+def chunker(collection: Collection) -> Chunker:
+    fn: Chunker = importlib.import_module(CHUNKERS[collection]).chunk
+    return fn
 
 
 def chunk(
     document: Document, count_tokens: TokenCounter, window: int
 ) -> tuple[list[Chunk], list[Symbol]]:
     """The chunks (and, for code, the symbols) of one document."""
-    return CHUNKERS[document.collection](document, count_tokens, window)
+    return chunker(document.collection)(document, count_tokens, window)

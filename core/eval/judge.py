@@ -3,7 +3,7 @@ state the question's ``answer_facts``?
 
 The judge sees exactly the evidence the generator saw — ``Answer.evidence``: the same sources,
 in the same order, with the same (budget-cut) text — formatted by the same function
-(:func:`~core.prompt.format_sources`), so the source blocks of the judge's prompt are the
+(:func:`~core.answer.prompt.format_sources`), so the source blocks of the judge's prompt are the
 generator's byte for byte. It never retrieves anything of its own. Every verdict records the
 breadth of both (sources, characters), counted separately, so a report shows they match.
 

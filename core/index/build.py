@@ -13,6 +13,7 @@ instead of mixing vectors.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -106,7 +107,9 @@ async def build_index(
             old = None
     try:
         old_units = await old.units() if old else {}
-        changes, summary.change_detection = change_set(co, old.meta if old else None, full)
+        changes, summary.change_detection = await asyncio.to_thread(
+            change_set, co, old.meta if old else None, full
+        )
         read = await read_documents(inst, co, old_units, changes)
         summary.excluded, summary.files_read = read.excluded, read.files_read
         docs = read.documents

@@ -29,7 +29,7 @@ from core.ingest.repo import Checkout, checkout
 from core.layout import Layout
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyncRequest:
     """What one update of an instance should do."""
 

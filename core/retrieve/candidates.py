@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.lexical import parts, query_terms
-from core.models import COLLECTIONS, Collection, is_test_path
+from core.models import COLLECTIONS, Collection
 from core.retrieve.analyse import Route
 from core.retrieve.fusion import Candidate
 from core.retrieve.options import Options
@@ -122,11 +122,7 @@ async def find(
             continue
         order = sorted(rows)
         cos = await reader.similarity(c, q, order)
-        # Test code (code collection only: docs about testing are docs), by path.
-        tests: set[int] = set()
-        if c == "code" and cfg.test_penalty and not route.tests:
-            chunks = await reader.chunks(c, order)
-            tests = {r for r, ch in chunks.items() if is_test_path(ch.path)}
+        tests = reader.tests(c, order) if cfg.test_penalty and not route.tests else set()
         cands = []
         for row, s in zip(order, cos, strict=True):
             bonus = cfg.exact_bonus if row in exact.get(c, {}) else 0.0

@@ -70,6 +70,11 @@ class BuildReader(Protocol):
         ``core.lexical.query_terms``), best first; scores ≥ 0, higher is better."""
         ...
 
+    def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
+        """Which of ``rows`` hold test code (``models.is_test_path`` of their path; code only:
+        docs about testing are docs). Cheap: asked for every candidate of every question."""
+        ...
+
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
         """The chunks of these rows (missing rows are left out)."""
         ...

@@ -34,7 +34,7 @@ from usearch.io import load_matrix, save_matrix
 from core.errors import IndexError_
 from core.layout import Layout
 from core.lexical import lexical_form, parts
-from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol, is_test_path
 from core.store.base import Hit, Unit
 
 SCHEMA_VERSION = 2
@@ -73,6 +73,7 @@ _CHUNK_COLS = (
     "text, text_hash, tokens, url, commit_sha"
 )
 _SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line"
+LOCK_POLL_S = 0.05  # how often a waiting build looks at another process's lock again
 
 
 def _norm(name: str) -> str:
@@ -103,6 +104,7 @@ class LocalReader:
         self.db = db
         self._vectors = vectors
         self.meta: dict[str, Any] = {}
+        self._tests = np.zeros(0, dtype=bool)  # per code row: is it test code
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
@@ -118,6 +120,11 @@ class LocalReader:
                     vectors[c] = mat
             reader = cls(path, db, vectors)
             reader.meta = await _read_meta(db)
+            if "code" in vectors:  # flags for retrieval's test_penalty, computed once
+                sql = "SELECT row, path FROM chunks WHERE collection = 'code' AND path IS NOT NULL"
+                async with db.execute(sql) as cur:
+                    paths = [(int(r), str(p)) for r, p in await cur.fetchall()]
+                reader._tests = await asyncio.to_thread(_test_flags, paths, len(vectors["code"]))
         except BaseException:
             await db.close()
             raise
@@ -155,6 +162,11 @@ class LocalReader:
         if mat is None or not rows:
             return []
         return [float(s) for s in mat[list(rows)] @ query]
+
+    def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
+        if collection != "code" or not self._tests.any():
+            return set()
+        return {r for r in rows if 0 <= r < len(self._tests) and self._tests[r]}
 
     # -- lexical -----------------------------------------------------------------------------
     async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
@@ -242,6 +254,15 @@ class LocalReader:
         return kept, [s for s in symbols if s.path in keys]
 
 
+def _test_flags(paths: list[tuple[int, str]], n: int) -> np.ndarray:
+    """``n`` booleans: which rows' paths are test code (``models.is_test_path``)."""
+    flags = np.zeros(n, dtype=bool)
+    for row, path in paths:
+        if 0 <= row < n and is_test_path(path):
+            flags[row] = True
+    return flags
+
+
 async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:
     async with db.execute("SELECT key, value FROM meta") as cur:
         return {k: json.loads(v) async for k, v in cur}
@@ -261,10 +282,14 @@ class LocalWriter:
     async def __aenter__(self) -> LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
-        self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
-        await self.db.execute("PRAGMA journal_mode=OFF")
-        await self.db.execute("PRAGMA synchronous=OFF")
-        await self.db.executescript(SCHEMA)
+        try:
+            self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
+            await self.db.execute("PRAGMA journal_mode=OFF")
+            await self.db.execute("PRAGMA synchronous=OFF")
+            await self.db.executescript(SCHEMA)
+        except BaseException:  # __aexit__ will not run: leave nothing behind
+            await self.__aexit__()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -409,13 +434,20 @@ class LocalStore:
     @contextlib.asynccontextmanager
     async def lock(self, instance: str) -> AsyncIterator[None]:
         """An asyncio lock for this process, then ``flock`` on ``{data}/{instance}/.lock`` for
-        the others."""
+        the others. The flock is tried without blocking and retried on the event loop (never a
+        thread blocked in ``flock``): a waiter that is cancelled stops waiting at once, and the
+        file is closed only by the task that opened it."""
         async with self._locks.setdefault(instance, asyncio.Lock()):
             path = self.layout.lock(instance)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
             try:
-                await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:  # another process builds: look again shortly
+                        await asyncio.sleep(LOCK_POLL_S)
                 yield
             finally:
-                os.close(fd)
+                os.close(fd)  # closing the file releases the flock

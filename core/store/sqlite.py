@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.errors import RepoExpertError
+from core.errors import StoreError
 
 Migration = str | Callable[[sqlite3.Connection], None]
 
@@ -53,6 +53,15 @@ def migrate(path: Path, migrations: Sequence[Migration], what: str, busy_ms: int
     """Bring ``path`` to ``len(migrations)``; returns the version found before. ``what`` names the
     file in errors ("state file", "conversations database")."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return _migrate(path, migrations, what, busy_ms)
+    except sqlite3.OperationalError as e:  # locked past the busy timeout, unreadable, …
+        raise StoreError(f"{path}: cannot open the {what}: {e}") from None
+    except sqlite3.DatabaseError as e:  # not a database at all
+        raise StoreError(f"{path}: the {what} is not a usable SQLite file: {e}") from None
+
+
+def _migrate(path: Path, migrations: Sequence[Migration], what: str, busy_ms: int) -> int:
     db = sqlite3.connect(str(path), isolation_level=None, timeout=busy_ms / 1000)
     try:
         db.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
@@ -83,7 +92,7 @@ def migrate(path: Path, migrations: Sequence[Migration], what: str, busy_ms: int
 
 def _refuse_newer(path: Path, what: str, found: int, known: int) -> None:
     if found > known:
-        raise RepoExpertError(
+        raise StoreError(
             f"{path}: {what} schema {found} is newer than this program knows ({known}): "
             "upgrade repo-expert"
         )

