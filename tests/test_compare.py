@@ -51,3 +51,45 @@ async def test_compare_runs_every_system_and_writes_reports(sample, tmp_path: Pa
     chart(reports, 6, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
     await app.close()
+
+
+@pytest.mark.asyncio
+async def test_cited_level_scores_what_the_answer_cites(sample, tmp_path: Path) -> None:
+    from core.eval.metrics import run_cited
+
+    app = sample["app"]
+    await app.index("widget")
+    qs = [
+        q("timeout", "docs", "What is the default timeout?", paths=["README.md"]),
+        q("nothing", "docs", "What is the default timeout?", paths=["no/such/file.md"]),
+    ]
+    qs[0].answer_facts = ["thirty seconds", "not in any source"]
+    rep = await run_cited(qs, lambda text: app.ask("widget", text), 6)
+    first, second = rep.results
+    answer = await app.ask("widget", "What is the default timeout?")
+    paths = [s.path for s in answer.sources]
+    assert first.rank == paths.index("README.md") + 1  # its place among the *cited* sources
+    assert first.facts == 0.5 and second.rank is None and second.facts is None
+    g = rep.groups()["overall"]
+    assert rep.level == "cited" and g.fact == 0.5 and g.hitk == 0.5
+    reports = await compare(app, "widget", QUESTIONS, 6, cited=True)
+    assert all(r.level == "cited" for r in reports.values())
+    md = markdown(reports, 6)
+    assert md.startswith("### Cited") and "full fact" in md and "full hit |" in md
+    await app.close()
+
+
+def test_eval_questions_take_a_split_and_a_kind(tmp_path: Path) -> None:
+    from core.errors import ConfigError
+    from core.eval.metrics import load_questions
+
+    f = tmp_path / "q.yaml"
+    f.write_text(
+        "- {id: a, route: code, question: q, gold: {paths: [x.py]}, split: tune, kind: bug}\n"
+        "- {id: b, route: docs, question: q, gold: {paths: [y.md]}, split: report}\n"
+    )
+    a, b = load_questions(f)
+    assert (a.split, a.kind, b.split, b.kind) == ("tune", "bug", "report", None)
+    f.write_text("- {id: c, route: docs, question: q, gold: {paths: []}, split: dev}\n")
+    with pytest.raises(ConfigError, match=r"question \[0\] split"):
+        load_questions(f)

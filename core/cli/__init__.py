@@ -63,7 +63,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=c.cmd_ask)
 
-    s = sub.add_parser("eval", help="retrieval hit@k / MRR on a question file")
+    s = sub.add_parser(
+        "eval", help="hit@1 / hit@k / MRR on a question file: of retrieval, and (--cited) of the "
+        "sources the answers cite"
+    )  # fmt: skip
     s.add_argument("name")
     s.add_argument("--questions", required=True, help="YAML question file")
     s.add_argument("-k", type=int, default=6)
@@ -74,6 +77,14 @@ def parser() -> argparse.ArgumentParser:
         help="run grep, bm25, dense, rrf and the full system side by side; writes a Markdown "
         "table and a bar chart",
     )
+    s.add_argument(
+        "--cited",
+        action="store_true",
+        help="also score what a person sees: the sources each answer cites, in citation order "
+        "(as `ask --json` returns them), and whether the answer and its cited sources hold the "
+        "question's answer_facts; with --compare, for every system (cited.md/cited.png)",
+    )
+    s.add_argument("--split", choices=["tune", "report"], help="only the questions of this split")
     s.add_argument("--report", help="folder for compare.md/compare.png (default: data/NAME/eval)")
     s.add_argument(
         "--judge",

@@ -17,7 +17,7 @@ from core.cli.render import ProgressBar, format_status, format_summary, render_a
 from core.cli.watch import watch
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
-from core.eval.metrics import load_questions, run_eval, run_judged
+from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
 from core.service import RepoExpert
@@ -84,26 +84,41 @@ async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
 async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
     from core.eval import compare
 
-    reports = await compare.compare(app, args.name, questions, args.k)
     out = Path(args.report) if args.report else app.layout.eval_reports(args.name)
-    md = compare.markdown(reports, args.k)
+    levels = [False, True] if args.cited else [False]
+    runs = {cited: await compare.compare(app, args.name, questions, args.k, cited=cited)
+            for cited in levels}  # fmt: skip
+    files = {cited: "cited" if cited else "compare" for cited in levels}
+    texts = {cited: compare.markdown(reports, args.k) for cited, reports in runs.items()}
 
     def write() -> None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "compare.md").write_text(md)
-        compare.chart(reports, args.k, out / "compare.png")
+        for cited, reports in runs.items():
+            (out / f"{files[cited]}.md").write_text(texts[cited])
+            compare.chart(reports, args.k, out / f"{files[cited]}.png")
 
     await asyncio.to_thread(write)
     if args.json:
-        print(json.dumps(compare.to_json(reports), indent=2, ensure_ascii=False))
+        body = {("cited" if c else "retrieval"): compare.to_json(r) for c, r in runs.items()}
+        print(json.dumps(body if args.cited else body["retrieval"], indent=2, ensure_ascii=False))
     else:
-        print(md)
-        print(f"written: {out / 'compare.md'}, {out / 'compare.png'}")
+        print("\n".join(texts.values()))
+        print("written: " + ", ".join(str(out / f"{f}.{x}") for f in files.values()
+                                      for x in ("md", "png")))  # fmt: skip
     return 0
 
 
+def _select(questions: list[Any], split: str | None) -> list[Any]:
+    if split is None:
+        return questions
+    chosen = [q for q in questions if q.split == split]
+    if not chosen:
+        raise RepoExpertError(f"no question of the file has split: {split}")
+    return chosen
+
+
 async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
-    questions = load_questions(Path(args.questions))
+    questions = _select(load_questions(Path(args.questions)), args.split)
     await _ensure_index(app, args.name)
     if args.compare:
         return await _compare(app, args, questions)
@@ -112,8 +127,15 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
         return await app.retrieve(args.name, q, k=args.k)
 
     report = await run_eval(questions, fn, args.k)
+    reports = [report]
+    if args.cited:  # what a person sees: the answer's cited sources, as `ask --json` gives them
+        reports.append(await run_cited(questions, lambda q: app.ask(args.name, q), args.k))
     if not args.judge:
-        print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+        if args.json:
+            body = {"retrieval": report.to_json(), "cited": reports[-1].to_json()}
+            print(json.dumps(body if args.cited else report.to_json(), indent=2))
+        else:
+            print("\n\n".join(r.table() for r in reports))
         return 0
     # Answer each question through the service (the instance's llm and retrieval.k) and judge
     # it on the evidence its answerer saw.

@@ -21,9 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from core.eval.metrics import EvalQuestion, Report, run_eval
+from core.eval.metrics import EvalQuestion, Report, RetrieveFn, run_cited, run_eval
 from core.lexical import STOP, expand
-from core.models import Collection, Retrieval, Source
+from core.models import Answer, Collection, Retrieval, Source
 from core.retrieve.analyse import analyse
 from core.retrieve.options import MODES
 from core.service import RepoExpert
@@ -81,9 +81,12 @@ class GrepBaseline:
 
 
 async def compare(
-    app: RepoExpert, name: str, questions: list[EvalQuestion], k: int
+    app: RepoExpert, name: str, questions: list[EvalQuestion], k: int, cited: bool = False
 ) -> dict[str, Report]:
+    """Every system on the same questions and index. ``cited``: score what a person would see —
+    each system's sources answered by the instance's answerer, its cited sources scored."""
     grep = await GrepBaseline.build(app, name)
+    answerer = app.answerer_for(name)
     reports: dict[str, Report] = {}
     for system in SYSTEMS:
 
@@ -93,7 +96,13 @@ async def compare(
                 return grep.search(q, k)
             return await app.retrieve(name, q, k=k, mode=mode)
 
-        reports[system] = await run_eval(questions, fn, k, system=system)
+        async def ask(q: str, fn: RetrieveFn = fn) -> Answer:
+            return await answerer.answer(q, await fn(q))
+
+        if cited:
+            reports[system] = await run_cited(questions, ask, k, system=system)
+        else:
+            reports[system] = await run_eval(questions, fn, k, system=system)
     return reports
 
 
@@ -108,20 +117,26 @@ def _groups(reports: dict[str, Report]) -> list[str]:
 
 def markdown(reports: dict[str, Report], k: int) -> str:
     groups = _groups(reports)
-    head = "| group | " + " | ".join(
-        f"{s} hit@1 | {s} hit@{k} | {s} MRR" for s in reports
-    ) + " |"  # fmt: skip
-    lines = [
-        f"### Retrieval: hit@1, hit@{k} and MRR per system (same questions, same index)",
-        "",
-        head,
-        "|" + "---|" * (1 + 3 * len(reports)),
-    ]
+    cited = any(r.level == "cited" for r in reports.values())
+    hit = "hit" if cited else f"hit@{k}"
+    cols = ["hit@1", hit, "MRR", *(["fact"] if cited else [])]
+    head = "| group | " + " | ".join(f"{s} {c}" for s in reports for c in cols) + " |"
+    title = (
+        f"### Cited: what the answer cites (top {k} retrieved, then the answerer), per system"
+        if cited
+        else f"### Retrieval: hit@1, hit@{k} and MRR per system (same questions, same index)"
+    )
+    lines = [title, "", head, "|" + "---|" * (1 + len(cols) * len(reports))]
     for g in groups:
         cells = []
         for r in reports.values():
             m = r.groups().get(g)
-            cells += [f"{m.hit1:.3f}", f"{m.hitk:.3f}", f"{m.mrr:.3f}"] if m else ["", "", ""]
+            if m is None:
+                cells += [""] * len(cols)
+                continue
+            cells += [f"{m.hit1:.3f}", f"{m.hitk:.3f}", f"{m.mrr:.3f}"]
+            if cited:
+                cells.append(f"{m.fact:.3f}" if m.fact is not None else "")
         n = next(r.groups()[g].n for r in reports.values() if g in r.groups())
         lines.append(f"| {g} (n={n}) | " + " | ".join(cells) + " |")
     lines += ["", "Share of result slots per collection:", "", "| system | docs | code | issues |"]

@@ -8,10 +8,18 @@ File format (YAML list)::
       question: What is the default request timeout?
       gold: {paths: [docs/config.md, src/client.py], issues: []}
       answer_facts: [30 seconds]
+      split: tune              # optional: tune | report (fixed before any tuning)
+      kind: bug                # optional: a group of its own (bug = localize a fix)
 
-A retrieved source is a hit when its path is in ``gold.paths`` or its issue number is in
-``gold.issues``. Reported: hit@1, hit@k and MRR (reciprocal rank of the first hit within k),
-overall, per route and per language, and the share of result slots each collection took.
+A source is a hit when its path is in ``gold.paths`` or its issue number is in ``gold.issues``.
+
+Two levels are scored. *Retrieval* (:func:`run_eval`): the top k sources retrieval returns —
+hit@1, hit@k and MRR (reciprocal rank of the first hit within k). *Cited* (:func:`run_cited`):
+what a person sees — the sources the answer cites, in their citation order, as ``ask --json``
+returns them — hit@1 (the first cited source is gold), hit (any cited source is), MRR over the
+citations, and *fact*: the share of the question's ``answer_facts`` found (case-insensitively) in
+the answer's text or its cited sources' text. Both report overall, per route, per language and
+per kind, and the share of slots each collection took.
 
 With ``--judge`` (:func:`run_judged`) each question is also answered through the service and the
 answer judged for faithfulness and ``answer_facts`` coverage (``judge.py``).
@@ -48,6 +56,8 @@ class EvalQuestion(BaseModel):
     question: str
     gold: Gold
     answer_facts: list[str] = Field(default_factory=list)
+    split: Literal["tune", "report"] | None = None
+    kind: str | None = None
 
 
 def load_questions(path: Path) -> list[EvalQuestion]:
@@ -79,9 +89,11 @@ class QuestionResult:
     id: str
     lang: str
     route: str
-    rank: int | None  # 1-based rank of the first hit within k
+    rank: int | None  # 1-based rank of the first hit within k (or among the cited sources)
     collections: list[str]
     ms: float
+    kind: str | None = None
+    facts: float | None = None  # share of answer_facts found (cited level; None: none given)
 
 
 @dataclass
@@ -90,22 +102,28 @@ class Metrics:
     hit1: float = 0.0
     hitk: float = 0.0
     mrr: float = 0.0
+    fact: float | None = None  # mean share of answer_facts found, over questions that have some
 
     @classmethod
     def of(cls, results: list[QuestionResult]) -> Metrics:
         n = len(results)
         if not n:
             return cls()
+        facts = [r.facts for r in results if r.facts is not None]
         return cls(
             n=n,
             hit1=sum(r.rank == 1 for r in results) / n,
             hitk=sum(r.rank is not None for r in results) / n,
             mrr=sum(1.0 / r.rank for r in results if r.rank) / n,
+            fact=sum(facts) / len(facts) if facts else None,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"n": self.n, "hit@1": round(self.hit1, 4), "hit@k": round(self.hitk, 4),
-                "mrr": round(self.mrr, 4)}  # fmt: skip
+        out: dict[str, Any] = {"n": self.n, "hit@1": round(self.hit1, 4),
+                               "hit@k": round(self.hitk, 4), "mrr": round(self.mrr, 4)}  # fmt: skip
+        if self.fact is not None:
+            out["fact"] = round(self.fact, 4)
+        return out
 
 
 @dataclass
@@ -113,6 +131,7 @@ class Report:
     k: int
     system: str
     results: list[QuestionResult] = field(default_factory=list)
+    level: Literal["retrieval", "cited"] = "retrieval"
 
     def groups(self) -> dict[str, Metrics]:
         out = {"overall": Metrics.of(self.results)}
@@ -120,6 +139,8 @@ class Report:
         for r in self.results:
             by[f"route:{r.route}"].append(r)
             by[f"lang:{r.lang}"].append(r)
+            if r.kind:
+                by[f"kind:{r.kind}"].append(r)
         for key in sorted(by):
             out[key] = Metrics.of(by[key])
         return out
@@ -136,6 +157,7 @@ class Report:
         ms = sorted(r.ms for r in self.results) or [0.0]
         return {
             "system": self.system,
+            "level": self.level,
             "k": self.k,
             "metrics": {g: m.to_json() for g, m in self.groups().items()},
             "slot_share": self.slot_share(),
@@ -144,18 +166,22 @@ class Report:
         }
 
     def table(self) -> str:
+        hit = "hit" if self.level == "cited" else f"hit@{self.k}"
         lines = [
-            f"system: {self.system}   k={self.k}   questions={len(self.results)}",
-            f"{'group':<16}{'n':>5}{'hit@1':>9}{f'hit@{self.k}':>9}{'MRR':>9}",
+            f"system: {self.system}   level: {self.level}   k={self.k}   "
+            f"questions={len(self.results)}",
+            f"{'group':<16}{'n':>5}{'hit@1':>9}{hit:>9}{'MRR':>9}{'fact':>9}",
         ]
         for g, m in self.groups().items():
-            lines.append(f"{g:<16}{m.n:>5}{m.hit1:>9.3f}{m.hitk:>9.3f}{m.mrr:>9.3f}")
+            fact = f"{m.fact:>9.3f}" if m.fact is not None else f"{'-':>9}"
+            lines.append(f"{g:<16}{m.n:>5}{m.hit1:>9.3f}{m.hitk:>9.3f}{m.mrr:>9.3f}{fact}")
         share = ", ".join(f"{c} {v:.0%}" for c, v in self.slot_share().items())
         lines.append(f"slot share: {share}")
         return "\n".join(lines)
 
 
 RetrieveFn = Callable[[str], Awaitable[Retrieval]]
+AskFn = Callable[[str], Awaitable[Answer]]
 
 
 async def run_eval(
@@ -168,12 +194,44 @@ async def run_eval(
         ms = (time.perf_counter() - t) * 1000
         rank = next((i + 1 for i, s in enumerate(r.sources[:k]) if is_hit(s, q.gold)), None)
         rep.results.append(
-            QuestionResult(q.id, q.lang, q.route, rank, [s.collection for s in r.sources[:k]], ms)
+            QuestionResult(
+                q.id, q.lang, q.route, rank, [s.collection for s in r.sources[:k]], ms, q.kind
+            )
         )
     return rep
 
 
-AskFn = Callable[[str], Awaitable[Answer]]
+def facts_found(facts: list[str], answer: Answer) -> float | None:
+    """Share of ``facts`` in the answer's text or its cited sources' text (case-insensitive)."""
+    if not facts:
+        return None
+    seen = "\n".join([answer.text, *(s.text for s in answer.sources)]).lower()
+    return sum(f.lower() in seen for f in facts) / len(facts)
+
+
+async def run_cited(
+    questions: list[EvalQuestion], ask_fn: AskFn, k: int, system: str = "full"
+) -> Report:
+    """Score what a person sees: the answer's cited sources, in citation order (``ask --json``)."""
+    rep = Report(k=k, system=system, level="cited")
+    for q in questions:
+        t = time.perf_counter()
+        a = await ask_fn(q.question)
+        ms = (time.perf_counter() - t) * 1000
+        rank = next((i + 1 for i, s in enumerate(a.sources) if is_hit(s, q.gold)), None)
+        rep.results.append(
+            QuestionResult(
+                q.id,
+                q.lang,
+                q.route,
+                rank,
+                [s.collection for s in a.sources],
+                ms,
+                q.kind,
+                facts_found(q.answer_facts, a),
+            )
+        )
+    return rep
 
 
 async def run_judged(questions: list[EvalQuestion], ask_fn: AskFn, judge: Judge) -> JudgeReport:
