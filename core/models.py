@@ -47,7 +47,8 @@ class Document:
 
 @dataclass(frozen=True)
 class Symbol:
-    """An entry of the symbol table: where a function, class or method is defined."""
+    """An entry of the symbol table: where a function, class or method is defined, and the
+    names it calls (the code graph)."""
 
     name: str
     qualname: str
@@ -55,6 +56,7 @@ class Symbol:
     path: str
     start_line: int
     end_line: int
+    calls: tuple[str, ...] = ()
 
 
 @dataclass

@@ -725,3 +725,43 @@ def test_large_file_is_fast() -> None:
     assert len(symbols) == 1400
     assert len(chunks) == 1400
     assert elapsed < 2.0, elapsed
+
+
+# -- the code graph: what each definition calls -------------------------------------------------
+GRAPH_CASES = {
+    "a.py": ("def run(x):\n    y = helper(x)\n    return obj.finish(y)\n", "run",
+             ["helper", "finish"]),
+    "a.js": ("function run(x) {\n  const p = new Parser(x);\n  return p.go(helper(x));\n}\n",
+             "run", ["Parser", "go", "helper"]),
+    "a.ts": ("export function run(x: number): number {\n  return util.twice(helper(x));\n}\n",
+             "run", ["twice", "helper"]),
+    "a.go": ("package a\n\nfunc Run(x int) int {\n\treturn fmt.Sprint(helper(x))\n}\n", "Run",
+             ["Sprint", "helper"]),
+    "a.rs": ("fn run(x: i32) -> i32 {\n    let v = Vec::new();\n    helper(x).max(v.len())\n}\n",
+             "run", ["new", "helper", "max", "len"]),
+    "A.java": ("class A {\n  int run(int x) {\n    return helper(new B(x));\n  }\n}\n", "A.run",
+               ["helper", "B"]),
+    "a.c": ("int run(int x) {\n  return helper(x) + other(x);\n}\n", "run", ["helper", "other"]),
+    "a.cpp": ("int run(int x) {\n  return ns::helper(x) + obj.other(x);\n}\n", "run",
+              ["helper", "other"]),
+    "a.rb": ("def run(x)\n  helper(x).finish\nend\n", "run", ["helper", "finish"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", sorted(GRAPH_CASES))
+def test_the_code_graph_records_what_each_definition_calls(path: str) -> None:
+    src, qualname, calls = GRAPH_CASES[path]
+    _, symbols = chunk_code(path, src, words, 200)
+    sym = next(s for s in symbols if s.qualname == qualname)
+    assert list(sym.calls) == calls
+
+
+def test_nested_definitions_keep_their_own_calls() -> None:
+    src = (
+        "class Parser:\n    def parse(self, text):\n        def inner(x):\n"
+        "            return helper(x)\n        return self._tokens(text) + inner(text)\n"
+    )
+    _, symbols = chunk_code("p.py", src, words, 200)
+    calls = {s.qualname: s.calls for s in symbols}
+    assert calls == {"Parser": (), "Parser.parse": ("_tokens", "inner"),
+                     "Parser.parse.inner": ("helper",)}  # fmt: skip

@@ -62,11 +62,12 @@ ISSUES = [
           title="#42 Timeout ignored", issue=42, kind="issue"),
 ]  # fmt: skip
 SYMBOLS = [
-    Symbol("parse_config", "parse_config", "function", "src/widget/config.py", 5, 7),
+    Symbol("parse_config", "parse_config", "function", "src/widget/config.py", 5, 7, ("load",)),
     Symbol("Renderer", "Renderer", "class", "src/widget/config.py", 10, 13),
     Symbol("draw", "Renderer.draw", "method", "src/widget/config.py", 12, 13),
-    Symbol("test_parse", "test_parse", "function", "tests/test_config.py", 1, 2),
-]
+    Symbol("test_parse", "test_parse", "function", "tests/test_config.py", 1, 2,
+           ("parse_config", "ParseConfig")),
+]  # fmt: skip
 UNITS = [
     Document("docs", "README.md", "x", "h-readme", path="README.md", title="README.md"),
     Document("docs", "docs/guide.md", "x", "h-guide", path="docs/guide.md", title="guide"),
@@ -196,6 +197,17 @@ async def test_symbols_by_any_name_and_their_definition_rows(
 
 
 @pytest.mark.asyncio
+async def test_the_code_graph_who_calls_what(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    (parse,) = await r.symbols("parse_config")
+    assert parse.calls == ("load",)  # what it calls, as written
+    for name in ("parse_config", "parseConfig", "widget.parse_config"):  # any spelling, dotted
+        assert [s.qualname for s in await r.callers(name)] == ["test_parse"], name
+    assert [s.qualname for s in await r.callers("load")] == ["parse_config"]
+    assert await r.callers("draw") == []
+
+
+@pytest.mark.asyncio
 async def test_what_the_next_build_carries_over(built: tuple[IndexStore, Any]) -> None:
     _, r = built
     units = await r.units()
@@ -207,6 +219,7 @@ async def test_what_the_next_build_carries_over(built: tuple[IndexStore, Any]) -
     ]  # fmt: skip
     assert np.allclose(kept[0][1], VECTORS["code"][0]) and np.allclose(kept[2][1], unit(5))
     assert {s.qualname for s in symbols} == {"parse_config", "Renderer", "Renderer.draw"}
+    assert next(s for s in symbols if s.name == "parse_config").calls == ("load",)
     assert await r.carried(set()) == ([], [])
 
 

@@ -11,7 +11,6 @@ Unsupported languages fall back to plain line windows.
 from __future__ import annotations
 
 import bisect
-import importlib
 import logging
 import os
 import re
@@ -19,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
+from tree_sitter import Node, Parser, Query, QueryCursor
 
 from core.chunk.code_langs import (
     CLASSLIKE,
@@ -29,9 +28,11 @@ from core.chunk.code_langs import (
     def_kind,
     def_name,
     header_end,
+    language,
     language_for_path,
     last_row,
 )
+from core.chunk.graph import call_sites, calls_of
 from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
 
@@ -62,6 +63,7 @@ class SymbolDef:
     kind: str
     start_line: int
     end_line: int
+    calls: tuple[str, ...] = ()  # names it calls (core/chunk/graph.py)
 
 
 @dataclass
@@ -81,15 +83,9 @@ class _Def:
 
 
 @cache
-def _language(lang: str) -> Language:
-    spec = LANGS[lang]
-    return Language(getattr(importlib.import_module(spec.module), spec.func)())
-
-
-@cache
 def _query(lang: str) -> Query:
     types = " ".join(f"({t})" for t in LANGS[lang].defs)
-    return Query(_language(lang), f"[{types}] @def")
+    return Query(language(lang), f"[{types}] @def")
 
 
 def _collect(root: Node, lang: str) -> list[_Def]:
@@ -469,7 +465,7 @@ def chunk_code(
     root: Node | None = None
     if lang is not None:
         try:
-            parser = Parser(_language(lang))
+            parser = Parser(language(lang))
             root = parser.parse(source.encode("utf-8", "replace")).root_node
             defs = _collect(root, lang)
         except Exception:  # grammar missing / parser failure: fall back to windows
@@ -480,7 +476,12 @@ def chunk_code(
         chunker.windows()
         return chunker.out, []
     chunker.run(defs)
-    symbols = [SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1) for d in _walk(defs)]
+    sites = call_sites(root, lang) if root is not None and lang else []
+    symbols = [
+        SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1,
+                  calls_of(d.node, [c.node for c in d.children], sites))
+        for d in _walk(defs)
+    ]  # fmt: skip
     return chunker.out, symbols
 
 
@@ -493,5 +494,5 @@ def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk],
               start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol, kind=cc.kind)
         for cc in code_chunks
     ]  # fmt: skip
-    return chunks, [Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line)
-                    for d in defs]  # fmt: skip
+    return chunks, [Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line,
+                           d.calls) for d in defs]  # fmt: skip

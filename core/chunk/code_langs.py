@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from dataclasses import dataclass
+from functools import cache
 
-from tree_sitter import Node
+from tree_sitter import Language, Node
 
 # Kinds whose nested functions are "methods" and whose members are grouped when split.
 CLASSLIKE = frozenset({"class", "struct", "interface", "trait", "impl", "enum", "record", "union"})
@@ -146,6 +148,13 @@ _EXT: dict[str, str] = {
     **dict.fromkeys((".rb", ".rake", ".gemspec", ".ru"), "ruby"),
 }
 _NAMES: dict[str, str] = {"Rakefile": "ruby", "Gemfile": "ruby", "Guardfile": "ruby"}
+
+
+@cache
+def language(lang: str) -> Language:
+    """The tree-sitter grammar of ``lang`` (from its wheel; loaded once)."""
+    spec = LANGS[lang]
+    return Language(getattr(importlib.import_module(spec.module), spec.func)())
 
 
 def language_for_path(path: str) -> str | None:

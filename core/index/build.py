@@ -34,7 +34,7 @@ from core.store.base import BuildReader, IndexStore
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2  # 2: symbols carry the names they call
 
 
 @dataclass

@@ -97,6 +97,11 @@ class BuildReader(Protocol):
         qualified name first, then the exact name, then by path and line (at most 20)."""
         ...
 
+    async def callers(self, name: str) -> list[Symbol]:
+        """The definitions whose body calls ``name`` (its last dotted part, any spelling), by
+        path and line (at most 50): the code graph read backwards."""
+        ...
+
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
         """Code rows holding the definition of a symbol named ``name`` (at most two per
         definition)."""

@@ -37,7 +37,7 @@ from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol, is_test_path
 from core.store.base import Hit, Unit
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the code graph (symbols.calls, the calls table)
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -57,8 +57,11 @@ CREATE INDEX chunks_issue ON chunks(issue);
 CREATE TABLE symbols (
     name TEXT NOT NULL, qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    norm TEXT NOT NULL  -- parts joined, lower case: parse_config, parseConfig → parseconfig
+    norm TEXT NOT NULL,  -- parts joined, lower case: parse_config, parseConfig → parseconfig
+    calls TEXT NOT NULL DEFAULT ''  -- the names it calls, one per line, first call first
 );
+CREATE TABLE calls (norm TEXT NOT NULL, sym INTEGER NOT NULL);  -- callee's norm → symbols.rowid
+CREATE INDEX calls_norm ON calls(norm);
 CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_norm ON symbols(norm);
 CREATE INDEX symbols_qualname ON symbols(qualname);
@@ -72,7 +75,7 @@ _CHUNK_COLS = (
     "id, collection, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, "
     "text, text_hash, tokens, url, commit_sha"
 )
-_SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line"
+_SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls"
 LOCK_POLL_S = 0.05  # how often a waiting build looks at another process's lock again
 
 
@@ -85,6 +88,10 @@ def fts_match(terms: Sequence[str]) -> str | None:
     if not terms:
         return None
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _row_to_symbol(r: Any) -> Symbol:
+    return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6].split("\n")) if r[6] else ())
 
 
 def _row_to_chunk(r: Any) -> Chunk:
@@ -218,7 +225,16 @@ class LocalReader:
         )
         args = [name, name, _norm(name), name, name]
         async with self.db.execute(sql, args) as cur:
-            return [Symbol(*r) async for r in cur]
+            return [_row_to_symbol(r) async for r in cur]
+
+    async def callers(self, name: str) -> list[Symbol]:
+        cols = ", ".join(f"s.{c.strip()}" for c in _SYMBOL_COLS.split(","))
+        sql = (
+            f"SELECT DISTINCT {cols} FROM calls c JOIN symbols s ON s.rowid = c.sym "
+            "WHERE c.norm = ? ORDER BY s.path, s.start_line LIMIT 50"
+        )
+        async with self.db.execute(sql, (_norm(name.rsplit(".", 1)[-1]),)) as cur:
+            return [_row_to_symbol(r) async for r in cur]
 
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
         out: list[tuple[int, Symbol]] = []
@@ -250,7 +266,7 @@ class LocalReader:
                 if r[3] in keys:  # doc_key; r[2] is the row, the vector's index
                     kept.append((_row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
         async with self.db.execute(f"SELECT {_SYMBOL_COLS} FROM symbols") as cur:
-            symbols = [Symbol(*r) async for r in cur]
+            symbols = [_row_to_symbol(r) async for r in cur]
         return kept, [s for s in symbols if s.path in keys]
 
 
@@ -338,13 +354,20 @@ class LocalWriter:
 
     async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
         assert self.db is not None
+        async with self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM symbols") as cur:
+            row = await cur.fetchone()
+        first = int(row[0]) + 1 if row else 1
         await self.db.executemany(
-            "INSERT INTO symbols VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line, _norm(s.name))
-                for s in symbols
-            ],
-        )
+            "INSERT INTO symbols (rowid, name, qualname, kind, path, start_line, end_line, norm, "
+            "calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(first + i, s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line,
+              _norm(s.name), "\n".join(s.calls)) for i, s in enumerate(symbols)],
+        )  # fmt: skip
+        await self.db.executemany(
+            "INSERT INTO calls VALUES (?, ?)",
+            [(n, first + i) for i, s in enumerate(symbols)
+             for n in sorted({_norm(c) for c in s.calls} - {""})],
+        )  # fmt: skip
 
     async def set_meta(self, key: str, value: Any) -> None:
         assert self.db is not None
