@@ -31,6 +31,7 @@ from core.ingest.github import ClientOptions
 from core.layout import Layout
 from core.models import Answer, Collection, Retrieval, Turn
 from core.retrieve.followup import resolve_followup
+from core.retrieve.kinds import KindModel
 from core.retrieve.options import Mode, Options
 from core.retrieve.search import retrieve
 from core.store.base import BuildReader, IndexStore
@@ -70,6 +71,7 @@ class RepoExpert:
         self._readers: dict[str, BuildReader] = {}
         self._open_locks: dict[str, asyncio.Lock] = {}
         self._retired: list[tuple[float, BuildReader]] = []
+        self._kinds: dict[EmbedService, KindModel] = {}
 
     # -- instances ---------------------------------------------------------------------------
     def load_instances(self) -> dict[str, Instance]:
@@ -172,7 +174,19 @@ class RepoExpert:
     ) -> Retrieval:
         opt = Options.of(self.instance(name).retrieval, k=k, weights=weights, mode=mode)
         reader = await self.reader(name)
-        return await retrieve(reader, self.embedder(name), question, opt)
+        embedder = self.embedder(name)
+        kinds = await self.kinds(embedder) if mode == "full" else None
+        return await retrieve(reader, embedder, question, opt, kinds=kinds)
+
+    async def kinds(self, embedder: EmbedService) -> KindModel:
+        """The question-kind model of an embedder (its examples embedded once, then cached)."""
+        model = self._kinds.get(embedder)
+        if model is None:
+            async with self._open_locks.setdefault("\0kinds", asyncio.Lock()):
+                model = self._kinds.get(embedder)
+                if model is None:
+                    model = self._kinds[embedder] = await KindModel.build(embedder)
+        return model
 
     async def ask(
         self,
@@ -222,6 +236,13 @@ class RepoExpert:
         except BaseException:
             await reader.close()
             raise
+        if built.get("schema") != self.store.schema:
+            await reader.close()
+            raise IndexError_(
+                f"the index of '{name}' was built by another version of repo-expert (store "
+                f"format {built.get('schema')}, this one reads {self.store.schema}): run "
+                f"`repo-expert index {name}` to rebuild it"
+            )
         if built.get("embedder") != model or built.get("dim") != dim:
             await reader.close()
             raise IndexError_(

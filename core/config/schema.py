@@ -215,6 +215,17 @@ class RetrievalConfig(_Model):
         description="Subtracted from the score of test code (tests/…, test_*.py, *_test.go, "
         "*.spec.ts, …) unless the question is about tests; 0 treats tests like other code.",
     )
+    ranker: Literal["learned", "hybrid"] = Field(
+        default="learned",
+        description="learned: the second-stage ranker (weights fitted on the tuning halves of "
+        "the external dev sets, core/retrieve/ranker.json) orders the candidates; hybrid: "
+        "cosine + lexical_weight × BM25 + exact_bonus − test_penalty, as before it.",
+    )
+    graph: bool = Field(
+        default=True,
+        description="Also take as candidates what the best-matching definitions call and the "
+        "definitions the best-matching issue threads name (the code graph).",
+    )
 
 
 class LLMConfig(_Model):

@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+QUERY_KEY = "\x00query\x00"  # prefixes a query's text in its cache key
+
+
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -84,11 +87,17 @@ class EmbedService:
         texts = list(texts)
         return await self.run(lambda m: self._embed_passages(m, texts, progress))
 
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for many fixed questions (a classifier's examples), cached like passages
+        (their own cache keys: a text's query vector is not its passage vector)."""
+        texts = list(texts)
+        return await self.run(lambda m: self._embed_passages(m, texts, None, as_query=True))
+
     def _embed_passages(
-        self, m: Embedder, texts: list[str], progress: ProgressFn | None
+        self, m: Embedder, texts: list[str], progress: ProgressFn | None, as_query: bool = False
     ) -> np.ndarray:
         out = np.zeros((len(texts), m.dim), np.float32)
-        hashes = [text_hash(t) for t in texts]
+        hashes = [text_hash(QUERY_KEY + t if as_query else t) for t in texts]
         cached = self._cache.get_many(m.name, list(set(hashes)), m.dim) if self._cache else {}
         todo: dict[str, str] = {}
         for h, t in zip(hashes, texts, strict=True):
@@ -101,14 +110,15 @@ class EmbedService:
         for i in range(0, len(items), self.batch_size):
             batch = items[i : i + self.batch_size]
             try:
-                vecs = m.embed_batch([t for _, t in batch], False)
+                vecs = m.embed_batch([t for _, t in batch], as_query)
             except Exception as e:
                 raise EmbeddingError(f"embedding failed in {m.name}: {e}") from e
             new = [(h, vecs[j]) for j, (h, _) in enumerate(batch)]
             cached.update(new)
             if self._cache:
                 self._cache.put_many(m.name, new)
-            self.passages_embedded += len(batch)
+            if not as_query:
+                self.passages_embedded += len(batch)
             done += len(batch)
             if progress:
                 progress(done, len(items))

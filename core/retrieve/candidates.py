@@ -1,10 +1,17 @@
-"""Candidates: per collection, dense ∪ lexical ∪ exact hits, each with one hybrid score.
+"""Candidates: per collection, dense ∪ lexical ∪ exact ∪ graph hits, each with its evidence.
 
-``score = cosine + lexical_weight × BM25/best BM25 of the collection + exact_bonus (a named
-issue, a named symbol's definition, a named file, a caller of a named function) − test_penalty
-(test code, unless the question is about tests)``. BM25 is scaled by the collection's best BM25
-for this question: BM25 magnitudes depend on each collection's own statistics, so one global scale
-let the biggest collection (code) win every slot.
+- *dense*: the nearest chunks by cosine; *lexical*: BM25 over code-aware forms;
+- *exact*: what the question names outright — an issue, a symbol's definition, a file, and for
+  "who calls X?" the definitions that call X (the code graph) and call sites (their text);
+- *graph*: what the best-matching definitions call, found through the symbol table (a public
+  wrapper's private implementation), and the definitions named in the best-matching issue
+  threads (the code a report points at).
+
+Every candidate keeps its evidence (cosine, BM25 over the collection's best, ranks, reasons) and
+its chunk, for the ranker (``rank.py``), and one hybrid score for the baselines and the fallback:
+``cosine + lexical_weight × BM25/best + exact_bonus (exact hits) − test_penalty (test code,
+unless the question is about tests)``. BM25 is scaled per collection: BM25 magnitudes depend on
+each collection's own statistics, so one global scale let the biggest collection win every slot.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.lexical import parts, query_terms
-from core.models import COLLECTIONS, Collection
-from core.retrieve.analyse import Route
+from core.models import COLLECTIONS, Collection, Symbol
+from core.retrieve.analyse import Route, analyse
 from core.retrieve.fusion import Candidate
 from core.retrieve.options import Options
 from core.store.base import BuildReader, Hit
@@ -27,25 +34,47 @@ _CALLERS = re.compile(
     r"d[óo]nde\s+se\s+(?:usa|llama))\b",
     re.IGNORECASE,
 )
+# A distinctive name in an issue's text: snake_case, dotted, Rust paths, camelCase.
+DISTINCT = re.compile(r"[_.]|::|[a-z0-9][A-Z]")
+# Calls that say nothing about what a definition delegates to.
+_COMMON_CALLS = frozenset(
+    """len str int float bool list dict set tuple print range isinstance getattr setattr hasattr
+    super type append extend get pop join split format keys values items update copy strip
+    lower upper replace startswith endswith sorted enumerate zip map filter min max sum any all
+    open close read write push slice concat indexOf includes toString forEach then catch
+    Error new make Sprintf Errorf Printf Println New String Len""".split()
+)
+GRAPH_FROM = 3  # best definitions whose callees become candidates
+GRAPH_CALLS = 6  # callees followed per definition
+ISSUE_FROM = 2  # best issue threads whose named definitions become candidates
 
 
-async def _callers(reader: BuildReader, ident: str, defs: set[int]) -> list[int]:
-    """Code chunks that call ``ident`` (``name(`` in their text), its definition excluded."""
+async def _call_sites(reader: BuildReader, ident: str, skip: set[int]) -> list[int]:
+    """Code chunks that call ``ident`` (``name(`` in their text), ``skip`` rows excluded."""
     name = ident.split(".")[-1]
     joined = "".join(parts(name))
     if not joined:
         return []
-    rows = [r for r, _ in await reader.lexical("code", [joined], 60) if r not in defs]
+    rows = [r for r, _ in await reader.lexical("code", [joined], 60) if r not in skip]
     chunks = await reader.chunks("code", rows)
     call = re.compile(rf"(?<![\w.])(?:[\w.]+\.)?{re.escape(name)}\s*\(")
     return [r for r in rows if r in chunks and call.search(chunks[r].text.split("\n", 1)[-1])]
+
+
+async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple[int, Symbol]]:
+    out: list[tuple[int, Symbol]] = []
+    for s in symbols:
+        for row, sym in await reader.definition_rows(s.qualname):
+            if sym.path == s.path and sym.start_line == s.start_line:
+                out.append((row, sym))
+    return out
 
 
 async def exact_rows(
     reader: BuildReader, route: Route, question: str
 ) -> dict[Collection, dict[int, str]]:
     """Chunks the question names outright, with why: issue, symbol definition, file path, and
-    for "who calls X?" the chunks that call X."""
+    for "who calls X?" the definitions that call X (the code graph) and its call sites."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
         for row in (await reader.issue_rows(n))[:3]:
@@ -61,7 +90,10 @@ async def exact_rows(
     if route.identifiers and _CALLERS.search(question):
         defs = set(out["code"])
         for ident in route.identifiers[:2]:
-            for row in (await _callers(reader, ident, defs))[:8]:
+            for row, _ in (await _rows_of(reader, await reader.callers(ident)))[:8]:
+                if row not in defs:
+                    out["code"].setdefault(row, f"calls {ident}")
+            for row in (await _call_sites(reader, ident, defs))[:8]:
                 out["code"].setdefault(row, f"calls {ident}")
     return out
 
@@ -84,27 +116,27 @@ async def find(
     opt: Options,
     extra_terms: Sequence[str] = (),
     collections: tuple[Collection, ...] = COLLECTIONS,
+    expand: bool = False,
 ) -> Found:
-    """Per collection: dense ∪ lexical ∪ exact candidates, each with one hybrid score (see the
-    module docstring). ``extra_terms`` join the lexical query (the glossary's English terms)."""
+    """Per collection: dense ∪ lexical ∪ exact candidates (∪ graph ones with ``expand``), each
+    with its evidence and one hybrid score (see the module docstring). ``extra_terms`` join the
+    lexical query (the glossary's English terms)."""
     cfg = opt.config
     terms = query_terms(
         " ".join([text, *route.identifiers, *route.paths, *extra_terms]), max_terms=40
     )
     exact = await exact_rows(reader, route, text) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
-    dense: dict[Collection, list[Candidate]] = {}
+    dense: dict[Collection, list[Hit]] = {}
     for c in collections:
         if not reader.size(c):
             continue
         if opt.mode in ("full", "dense", "rrf"):
-            dense[c] = [
-                Candidate(c, h.row, h.score) for h in await reader.dense(c, q, cfg.candidates)
-            ]
+            dense[c] = await reader.dense(c, q, cfg.candidates)
         if opt.mode in ("full", "bm25", "rrf") and terms:
             lex[c] = await reader.lexical(c, terms, cfg.candidates)
     if opt.mode == "dense":
-        return Found(dense)
+        return Found({c: [Candidate(c, h.row, h.score) for h in hs] for c, hs in dense.items()})
     if opt.mode == "bm25":
         return Found({c: [Candidate(c, r, s) for r, s in ls] for c, ls in lex.items()})
     if opt.mode == "rrf":
@@ -114,23 +146,86 @@ async def find(
         ])  # fmt: skip
     found = Found()
     for c in (c for c in COLLECTIONS if c in dense or c in lex):
-        ls_c = lex.get(c, [])
-        top = max((s for _, s in ls_c), default=1.0) or 1.0
-        lexs = {r: s / top for r, s in ls_c}
-        rows = {h.row for h in dense.get(c, [])} | set(lexs) | set(exact.get(c, {}))
-        if not rows:
-            continue
-        order = sorted(rows)
-        cos = await reader.similarity(c, q, order)
-        tests = reader.tests(c, order) if cfg.test_penalty and not route.tests else set()
-        cands = []
-        for row, s in zip(order, cos, strict=True):
-            bonus = cfg.exact_bonus if row in exact.get(c, {}) else 0.0
-            base = float(s) + cfg.lexical_weight * lexs.get(row, 0.0)
-            if row in tests:
-                base -= cfg.test_penalty
-            cands.append(Candidate(c, row, base + bonus, bonus))
-        found.hits[c] = sorted(cands, key=lambda h: -h.score)[: cfg.candidates]
+        found.hits[c] = await _score(reader, q, c, dense.get(c, []), lex.get(c, []),
+                                     exact.get(c, {}), route, opt)  # fmt: skip
         for row, reason in exact.get(c, {}).items():
             found.exact.setdefault(c, []).append({"row": row, "why": reason})
+    if expand and "code" in found.hits:
+        extra = await _graph(reader, found, route)
+        if extra:
+            code = found.hits["code"]
+            more = await _score(reader, q, "code", [], [], {}, route, opt, extra)
+            known = {h.row for h in code}
+            found.hits["code"] = code + [h for h in more if h.row not in known]
     return found
+
+
+async def _score(
+    reader: BuildReader,
+    q: np.ndarray,
+    c: Collection,
+    dense: list[Hit],
+    lex: list[Hit],
+    exact: dict[int, str],
+    route: Route,
+    opt: Options,
+    graph: dict[int, str] | None = None,
+) -> list[Candidate]:
+    cfg = opt.config
+    top = max((s for _, s in lex), default=1.0) or 1.0
+    lexs = {r: s / top for r, s in lex}
+    lex_rank = {r: i for i, (r, _) in enumerate(lex)}
+    dense_rank = {h.row: i for i, h in enumerate(dense)}
+    graph = graph or {}
+    rows = set(dense_rank) | set(lexs) | set(exact) | set(graph)
+    if not rows:
+        return []
+    order = sorted(rows)
+    cos = await reader.similarity(c, q, order)
+    tests = reader.tests(c, order) if cfg.test_penalty and not route.tests else set()
+    chunks = await reader.chunks(c, order) if opt.mode == "full" else {}
+    cands = []
+    for row, s in zip(order, cos, strict=True):
+        bonus = cfg.exact_bonus if row in exact else 0.0
+        base = float(s) + cfg.lexical_weight * lexs.get(row, 0.0)
+        if row in tests:
+            base -= cfg.test_penalty
+        why = [w for w in (exact.get(row), graph.get(row)) if w]
+        cands.append(Candidate(
+            c, row, base + bonus, bonus, chunk=chunks.get(row), cos=float(s),
+            lex=lexs.get(row, 0.0), dense_rank=dense_rank.get(row), lex_rank=lex_rank.get(row),
+            exact=row in exact, graph=graph.get(row), test=row in tests, why=why,
+        ))  # fmt: skip
+    out = sorted(cands, key=lambda h: -h.score)
+    return out[: cfg.candidates] if not graph else out
+
+
+async def _graph(reader: BuildReader, found: Found, route: Route) -> dict[int, str]:
+    """Code rows reached through the graph: what the best definitions call, and the definitions
+    the best issue threads name. Row -> why."""
+    out: dict[int, str] = {}
+    code = found.hits.get("code", [])
+    known = {h.row for h in code}
+    defs = [h for h in code if h.chunk is not None and h.chunk.symbol][:GRAPH_FROM]
+    for h in defs:
+        assert h.chunk is not None and h.chunk.symbol is not None
+        own = [s for s in await reader.symbols(h.chunk.symbol) if s.path == h.chunk.path][:1]
+        for s in own:
+            calls = [n for n in s.calls if n not in _COMMON_CALLS and len(n) > 3][:GRAPH_CALLS]
+            for name in calls:
+                targets = await reader.definition_rows(name)
+                if not 0 < len({(t.path, t.start_line) for _, t in targets}) <= 3:
+                    continue  # unknown here, or too common a name to say where it goes
+                for row, t in targets[:2]:
+                    if row not in known:
+                        out.setdefault(row, f"{s.qualname} calls {t.qualname}")
+    issues = sorted(found.hits.get("issues", []), key=lambda h: -h.cos)[:ISSUE_FROM]
+    for h in issues:
+        if h.chunk is None:
+            continue
+        sub = analyse(h.chunk.text[:4000])
+        for ident in [i for i in sub.identifiers if DISTINCT.search(i)][:6]:
+            for row, t in (await reader.definition_rows(ident))[:2]:
+                if row not in known:
+                    out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
+    return out

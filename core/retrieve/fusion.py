@@ -24,9 +24,9 @@ The allocation (:func:`allocate`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from core.models import Collection
+from core.models import Chunk, Collection
 
 
 @dataclass
@@ -35,6 +35,16 @@ class Candidate:
     row: int
     score: float
     bonus: float = 0.0  # the exact-hit part of ``score``: ranks, but doesn't stretch the range
+    # The evidence behind it (full mode; ``candidates.py``), for the ranker and for ``why``.
+    chunk: Chunk | None = None
+    cos: float = 0.0
+    lex: float = 0.0  # BM25 over the collection's best for this question; 0: not a lexical hit
+    dense_rank: int | None = None
+    lex_rank: int | None = None
+    exact: bool = False
+    graph: str | None = None  # reached through the code graph: why
+    test: bool = False
+    why: list[str] = field(default_factory=list)
 
 
 def allocate(

@@ -7,35 +7,50 @@ takes the issue → code hop: the issue first, then the code found with the issu
 
 from __future__ import annotations
 
-import re
 import time
+from dataclasses import dataclass
 
 from core.embed import EmbedService
 from core.models import Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
-from core.retrieve.candidates import Found, find
+from core.retrieve.candidates import DISTINCT, Found, find
 from core.retrieve.fusion import Candidate, rrf, select
 from core.retrieve.glossary import english_terms
+from core.retrieve.kinds import KINDS, KindModel
+from core.retrieve.language import detect_language
 from core.retrieve.options import Options
+from core.retrieve.rank import Context, Ranker, load, matrix
 from core.store.base import BuildReader
 
-# A distinctive name in an issue's text: snake_case, dotted, Rust paths, camelCase.
-DISTINCT = re.compile(r"[_.]|::|[a-z0-9][A-Z]")
+
+@dataclass
+class Pool:
+    """A question's candidates across collections, and what retrieval knew when it found them."""
+
+    found: Found
+    route: Route
+    context: Context | None  # for the ranker (full mode)
+    weights: dict[Collection, float]
+
+    def all(self) -> list[Candidate]:
+        return [c for hs in self.found.hits.values() for c in hs]
 
 
-async def retrieve(
+async def candidates(
     reader: BuildReader,
     embedder: EmbedService,
     question: str,
     opt: Options,
+    kinds: KindModel | None = None,
     route: Route | None = None,
-) -> Retrieval:
-    """Analyse, search each collection (hybrid), share the slots, and resolve the sources.
-    ``question`` is what is searched (a follow-up already joined to the turn it follows)."""
-    timings: dict[str, float] = {}
+    timings: dict[str, float] | None = None,
+) -> Pool:
+    """Analyse the question and find its candidates in every collection (``candidates.py``;
+    with ``retrieval.graph``, the code graph's too). Retrieval and the ranker's training both
+    start here."""
+    timings = {} if timings is None else timings
     t = time.perf_counter()
     route = route or analyse(question)
-    weights = opt.weights_for(route.weights)
     # The glossary's English terms, once: for the lexical query and the embedded text. The
     # baselines (dense, bm25, rrf) see the question as asked: the glossary is ours.
     glossed = opt.mode == "full" and (opt.glossary or opt.glossary_dense)
@@ -44,8 +59,51 @@ async def retrieve(
     qtext = f"{question} ({' '.join(english)})" if english and opt.glossary_dense else question
     q = await embedder.embed_query(qtext)
     timings["embed_query"] = (time.perf_counter() - t) * 1000
+    expand = opt.mode == "full" and opt.config.graph
+    found = await find(reader, q, question, route, opt, extra, opt.collections, expand)
+    context = None
+    if opt.mode == "full":
+        probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
+        context = Context.of(question, extra, route, probs, detect_language(question))
+    return Pool(found, route, context, opt.weights_for(route.weights))
+
+
+def rerank(pool: Pool, ranker: Ranker, test_penalty: float) -> None:
+    """Replace each candidate's hybrid score by the ranker's (and keep why, for ``route``).
+
+    ``test_penalty`` (cosine units, ``retrieval.test_penalty``) still moves test code down
+    unless the question is about tests: the dev sets the ranker learned from index no tests, so
+    it cannot have learned that; the penalty is turned into score units by the ranker's own
+    slope for cosine (what raising a candidate's cosine by that much would add)."""
+    cands = pool.all()
+    if not cands or pool.context is None:
+        return
+    x = matrix(cands, pool.context)
+    penalty = test_penalty * ranker.slope(("cos", "cos_gap", "cos_gap_coll"))
+    for c, s, row in zip(cands, ranker.score(x), x, strict=True):
+        c.score, c.bonus = float(s) - (penalty if c.test else 0.0), 0.0
+        c.why = [*c.why, *(f"{k} {v:+.2f}" for k, v in ranker.contributions(row, 4).items())]
+    for hs in pool.found.hits.values():
+        hs.sort(key=lambda h: -h.score)
+
+
+async def retrieve(
+    reader: BuildReader,
+    embedder: EmbedService,
+    question: str,
+    opt: Options,
+    route: Route | None = None,
+    kinds: KindModel | None = None,
+) -> Retrieval:
+    """Analyse, search each collection, rank, share the slots, and resolve the sources.
+    ``question`` is what is searched (a follow-up already joined to the turn it follows)."""
+    timings: dict[str, float] = {}
+    pool = await candidates(reader, embedder, question, opt, kinds, route, timings)
+    route, found, weights = pool.route, pool.found, pool.weights
     t = time.perf_counter()
-    found = await find(reader, q, question, route, opt, extra, opt.collections)
+    ranker = load() if opt.mode == "full" and opt.config.ranker == "learned" else None
+    if ranker is not None:
+        rerank(pool, ranker, opt.config.test_penalty)
     slots: dict[Collection, int]
     if opt.mode == "rrf":
         chosen = rrf(found.ranked, opt.k)
@@ -64,7 +122,11 @@ async def retrieve(
     rj["weights"] = weights
     if found.exact:
         rj["exact"] = found.exact
+    if pool.context is not None:
+        rj["signals"]["kinds"] = {k: round(v, 3) for k, v in pool.context.kinds.items()}
     rj["mode"] = opt.mode
+    rj["ranker"] = "learned" if ranker is not None else "hybrid"
+    rj["sources"] = [{"collection": h.collection, "row": h.row, "why": h.why} for h in chosen]
     return Retrieval(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},
         timings_ms=timings, query=question,
@@ -114,11 +176,12 @@ async def _issue_hop(
 async def to_sources(reader: BuildReader, chosen: list[Candidate]) -> list[Source]:
     by_coll: dict[Collection, list[int]] = {}
     for h in chosen:
-        by_coll.setdefault(h.collection, []).append(h.row)
+        if h.chunk is None:  # the candidate stage fetched most already
+            by_coll.setdefault(h.collection, []).append(h.row)
     rows = {c: await reader.chunks(c, r) for c, r in by_coll.items()}
     out = []
     for h in chosen:
-        ch = rows[h.collection][h.row]
+        ch = h.chunk if h.chunk is not None else rows[h.collection][h.row]
         out.append(
             Source(
                 collection=h.collection, title=ch.title, url=ch.url, text=ch.text, score=h.score,

@@ -1,0 +1,247 @@
+"""The second-stage ranker: one learned score per candidate from more evidence than one cosine.
+
+Features (:data:`FEATURES`) describe a candidate *for this question*: its cosine and its gap to
+the question's best, BM25 over the collection's best and the ranks in both lists, exact hits,
+code-graph hits, per-field matches (symbol name, heading or title, path), how many candidates of
+the same file matched, the chunk's kind (definition, module code, test, example, changelog,
+README, pull request), and its collection crossed with the question's kind probabilities
+(``kinds.py``) and exact signals (identifiers, issue numbers, errors, language).
+
+The weights are *learned*, not set by hand: :func:`fit` maximises, per question, the softmax
+probability of the candidates that are gold (listwise logistic regression with an L2 penalty,
+features standardised), on the tuning halves of the external dev sets
+(``benchmarks/train_ranker.py``, which writes ``ranker.json``). Written with numpy rather than
+scikit-learn: the model is 60 lines of gradient descent over a few thousand rows, and the
+dependency would be a 40 MB install for it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.lexical import parts, terms
+from core.models import COLLECTIONS
+from core.retrieve.analyse import Route
+from core.retrieve.fusion import Candidate
+from core.retrieve.kinds import KINDS
+
+MODEL = Path(__file__).with_name("ranker.json")
+
+_CHANGELOG = re.compile(r"(^|/)(change(s|log)?|history|news|releases?)([-_. ]?notes)?(\.\w+)?$",
+                        re.I)  # fmt: skip
+_EXAMPLE = re.compile(r"(^|/)(examples?|demos?|samples?)(/|$)|(^|/)example[^/]*$", re.I)
+_README = re.compile(r"(^|/)readme(\.\w+)?$", re.I)
+_DEF_KINDS = frozenset(
+    "function method class struct interface trait enum type impl record union namespace "
+    "method_group".split()
+)
+
+BASE = [
+    "cos", "cos_gap", "cos_gap_coll", "coll_gap", "lex", "dense_rr", "lex_rr", "exact",
+    "graph_call", "graph_issue", "sym_match", "title_match", "path_match", "ident_in_text",
+    "file_share", "tokens", "is_def", "is_module", "is_test", "is_example", "is_changelog",
+    "is_readme", "is_pr", *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
+]  # fmt: skip
+CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
+                                                    "error", "non_en")]  # fmt: skip
+FEATURES: tuple[str, ...] = (*BASE, *CROSS)
+
+
+@dataclass
+class Context:
+    """What the features need to know about the question."""
+
+    terms: set[str]
+    idents: set[str]  # the question's identifiers, parts joined (parse_config → parseconfig)
+    kinds: dict[str, float]
+    route: Route
+    english: bool
+
+    @classmethod
+    def of(
+        cls, question: str, extra: Sequence[str], route: Route, kinds: dict[str, float],
+        lang: str | None,
+    ) -> Context:  # fmt: skip
+        idents = {"".join(parts(i.split(".")[-1])) for i in route.identifiers}
+        return cls(set(terms(" ".join([question, *extra]))), idents - {""}, kinds, route,
+                   lang in (None, "en"))  # fmt: skip
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    return len(a & b) / math.sqrt(len(a) * len(b)) if a and b else 0.0
+
+
+@cache
+def _terms_of(text: str) -> frozenset[str]:
+    return frozenset(terms(text))
+
+
+def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
+    """One row of :data:`FEATURES` per candidate (all of a question's candidates at once: some
+    features compare a candidate with the others)."""
+    x = np.zeros((len(cands), len(FEATURES)), np.float32)
+    if not cands:
+        return x
+    col = {f: i for i, f in enumerate(FEATURES)}
+    best = max(c.cos for c in cands)
+    best_in = {k: max(c.cos for c in cands if c.collection == k)
+               for k in {c.collection for c in cands}}  # fmt: skip
+    per_file = Counter((c.collection, c.chunk.doc_key) for c in cands if c.chunk is not None)
+    r = ctx.route
+    for i, c in enumerate(cands):
+        ch = c.chunk
+        path = (ch.path or "") if ch is not None else ""
+        sym = (ch.symbol or "").split(".")[-1] if ch is not None else ""
+        v: dict[str, float] = {
+            "cos": c.cos,
+            "cos_gap": c.cos - best,
+            "cos_gap_coll": c.cos - best_in[c.collection],
+            "coll_gap": best_in[c.collection] - best,
+            "lex": c.lex,
+            "dense_rr": 1.0 / (1 + c.dense_rank) if c.dense_rank is not None else 0.0,
+            "lex_rr": 1.0 / (1 + c.lex_rank) if c.lex_rank is not None else 0.0,
+            "exact": float(c.exact),
+            "graph_call": float(bool(c.graph) and not str(c.graph).startswith("#")),
+            "graph_issue": float(bool(c.graph) and str(c.graph).startswith("#")),
+            "is_test": float(c.test),
+        }
+        for kind in KINDS:
+            v[f"exact_{kind}"] = v["exact"] * ctx.kinds.get(kind, 0.0)
+            v[f"graph_{kind}"] = float(bool(c.graph)) * ctx.kinds.get(kind, 0.0)
+        if ch is not None:
+            sparts = set(parts(sym))
+            joined = "".join(parts(sym))
+            if joined and joined in ctx.idents:
+                v["sym_match"] = 1.0
+            elif sparts:
+                v["sym_match"] = len(sparts & ctx.terms) / len(sparts)
+            v["title_match"] = _overlap(set(_terms_of(ch.title)), ctx.terms)
+            v["path_match"] = _overlap(set(_terms_of(path.replace("/", " "))), ctx.terms)
+            v["file_share"] = min(per_file[(c.collection, ch.doc_key)] - 1, 4) / 4.0
+            v["tokens"] = math.log1p(ch.tokens) / 6.0
+            if ctx.idents:
+                low = ch.text.lower().replace("_", "")
+                v["ident_in_text"] = sum(i in low for i in ctx.idents) / len(ctx.idents)
+            v["is_def"] = float(ch.kind in _DEF_KINDS)
+            v["is_module"] = float(ch.kind in ("module", "window"))
+            v["is_example"] = float(bool(_EXAMPLE.search(path)))
+            v["is_changelog"] = float(bool(_CHANGELOG.search(path)))
+            v["is_readme"] = float(bool(_README.search(path)))
+            v["is_pr"] = float(c.collection == "issues" and "\nPR · " in ch.text[:300])
+        k = c.collection
+        v[f"{k}_bias"] = 1.0
+        for kind in KINDS:
+            v[f"{k}_{kind}"] = ctx.kinds.get(kind, 0.0)
+        v[f"{k}_ident"] = float(bool(r.identifiers))
+        v[f"{k}_issue_ref"] = float(bool(r.issues))
+        v[f"{k}_error"] = float(bool(r.errors or r.frames))
+        v[f"{k}_non_en"] = float(not ctx.english)
+        for name, val in v.items():
+            x[i, col[name]] = val
+    return x
+
+
+@dataclass(frozen=True)
+class Ranker:
+    names: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(((x - self.mean) / self.scale) @ self.weights, dtype=np.float64)
+
+    def slope(self, names: Sequence[str]) -> float:
+        """How much the score rises when these features all rise by 1 (their weights over
+        their standard deviations)."""
+        idx = [self.names.index(n) for n in names]
+        return float(sum(self.weights[i] / self.scale[i] for i in idx))
+
+    def contributions(self, row: np.ndarray, top: int = 5) -> dict[str, float]:
+        """The features that moved this candidate most (signed, in score units)."""
+        c = (row - self.mean) / self.scale * self.weights
+        idx = np.argsort(-np.abs(c))[:top]
+        return {self.names[i]: round(float(c[i]), 3) for i in idx if abs(c[i]) > 1e-3}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "features": list(self.names),
+            "mean": [round(float(v), 6) for v in self.mean],
+            "scale": [round(float(v), 6) for v in self.scale],
+            "weights": [round(float(v), 6) for v in self.weights],
+            "info": self.info,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Ranker:
+        names = tuple(data["features"])
+        if names != FEATURES:  # a model of other features: refuse it, don't misread it
+            raise ValueError("ranker.json was fitted on other features; refit it")
+        return cls(names, np.array(data["mean"], np.float32), np.array(data["scale"], np.float32),
+                   np.array(data["weights"], np.float32), dict(data.get("info") or {}))  # fmt: skip
+
+
+@cache
+def load(path: Path = MODEL) -> Ranker | None:
+    """The shipped model (None when there is none: the hybrid score ranks)."""
+    if not path.exists():
+        return None
+    return Ranker.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def fit(
+    groups: Sequence[tuple[np.ndarray, np.ndarray]],
+    l2: float = 0.05,
+    steps: int = 3000,
+    lr: float = 0.05,
+    info: dict[str, Any] | None = None,
+) -> Ranker:
+    """Listwise logistic regression: per group (one question: features, 0/1 gold labels), the
+    log of the softmax probability mass on its gold candidates, maximised with an L2 penalty
+    (Adam). Groups without a gold candidate teach nothing and are skipped."""
+    groups = [(x, y) for x, y in groups if y.any() and len(y) > 1]
+    allx = np.concatenate([x for x, _ in groups])
+    mean = allx.mean(axis=0)
+    scale = allx.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    zs = [((x - mean) / scale, y.astype(bool)) for x, y in groups]
+    w = np.zeros(allx.shape[1])
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    for t in range(1, steps + 1):
+        g = l2 * w
+        for z, y in zs:
+            s = z @ w
+            p = np.exp(s - s.max())
+            p /= p.sum()
+            pg = p * y
+            g += z.T @ (p - pg / pg.sum()) / len(zs)
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        w -= lr * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return Ranker(FEATURES, mean.astype(np.float32), scale.astype(np.float32),
+                  w.astype(np.float32), dict(info or {}))  # fmt: skip
+
+
+def loss(ranker: Ranker, groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Mean negative log probability of the gold candidates (lower is better)."""
+    out = []
+    for x, y in groups:
+        if not y.any():
+            continue
+        s = ranker.score(x)
+        p = np.exp(s - s.max())
+        p /= p.sum()
+        out.append(-math.log(max(float((p * y).sum()), 1e-12)))
+    return sum(out) / max(len(out), 1)
