@@ -110,7 +110,9 @@ class ApiKey(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(
-        min_length=1, description="Who holds the key: the user of its questions and feedback."
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$",
+        description="Who holds the key (letters, digits, '_', '.', '@', '-'): the user of its "
+        "questions and feedback.",
     )
     sha256: str = Field(
         pattern=r"^[0-9a-fA-F]{64}$",
