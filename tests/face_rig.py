@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from helpers import commit_all
 from stub_http import LocalServer
 
 from bot.api import ApiServer
@@ -73,6 +74,14 @@ def fake_serve_argv(instances: Path, data: Path, *serve: str) -> list[str]:
             "serve", *serve]  # fmt: skip
 
 
-def child_env() -> dict[str, str]:
-    """The environment of a served subprocess: this checkout's code first."""
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+def with_links(sample: dict[str, Any]) -> str:
+    """Symbolic links committed to the sample repository: one to a file outside it, one to a
+    folder outside it, one to a file inside it. Returns the new commit."""
+    repo: Path = sample["repo"]
+    outside = sample["tmp"] / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# Secret\n\nThe password is hunter2.\n")
+    os.symlink(outside / "secret.md", repo / "leak.md")
+    os.symlink(outside, repo / "linked")
+    os.symlink("README.md", repo / "again.md")
+    return commit_all(repo, "links")

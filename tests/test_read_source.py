@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FakeApp, commit_all, make_repo
+from face_rig import with_links
+from helpers import FakeApp, make_repo
 
 from core.errors import IndexError_, PathNotAllowed
 from core.ingest.files import MAX_LINES, public_address, safe_path
@@ -27,19 +28,6 @@ def test_safe_path_refuses_what_could_leave_the_repository() -> None:
     ]:  # fmt: skip
         with pytest.raises(PathNotAllowed, match=why):
             safe_path(bad)
-
-
-def with_links(sample: dict[str, Any]) -> None:
-    """Symbolic links committed to the sample repository: one to a file outside it, one to a
-    folder outside it, one to a file inside it."""
-    repo: Path = sample["repo"]
-    outside = sample["tmp"] / "outside"
-    outside.mkdir()
-    (outside / "secret.md").write_text("# Secret\n\nThe password is hunter2.\n")
-    os.symlink(outside / "secret.md", repo / "leak.md")
-    os.symlink(outside, repo / "linked")
-    os.symlink("README.md", repo / "again.md")
-    commit_all(repo, "links")
 
 
 @pytest.mark.asyncio
