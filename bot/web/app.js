@@ -120,7 +120,9 @@ function renderSources(card, sources, turn) {
   const list = el("ol", { class: "sources" });
   for (const s of sources) {
     const label = where(s);
-    const title = s.title && s.title !== s.path && s.title !== label ? ` — ${s.title}` : "";
+    const heading = s.issue !== null && s.issue !== undefined
+      ? s.title.replace(/^#\d+\s+/, "") : s.title;
+    const title = heading && heading !== s.path && heading !== label ? ` — ${heading}` : "";
     const item = el("li", { id: `s-${turn}-${s.n}`, value: String(s.n) },
       el("a", { href: s.url, target: "_blank", rel: "noopener noreferrer", class: "source",
                 text: label }),
@@ -135,9 +137,9 @@ function renderFeedback(card, turn) {
   const group = el("div", { class: "feedback", role: "group",
                             "aria-label": "Was this answer helpful?" });
   group.append(el("span", { class: "muted", text: "Helpful?" }));
-  for (const [verdict, mark, label] of [["up", "👍", "Helpful"], ["down", "👎", "Not helpful"]]) {
-    const b = el("button", { type: "button", "aria-label": label, "aria-pressed": "false",
-                             "data-verdict": verdict, text: mark });
+  for (const [verdict, label] of [["up", "👍 Yes"], ["down", "👎 No"]]) {
+    const b = el("button", { type: "button", "aria-pressed": "false", "data-verdict": verdict,
+                             text: label });
     b.addEventListener("click", () => sendFeedback(group, turn, verdict, b));
     group.append(b);
   }
@@ -198,7 +200,14 @@ function finish(card, box, out) {
   renderSources(card, out.sources, turn);
   renderFeedback(card, turn);
   conversation = out.conversation;
-  status(out.sources.length ? `Answered with ${out.sources.length} sources.` : "Answered.");
+  const known = ($("instance").instances || {})[out.instance];
+  if (known && out.commit) {
+    known.commit = out.commit;
+    known.indexed = true;
+    describe();
+  }
+  const n = out.sources.length;
+  status(n ? `Answered, citing ${n} source${n === 1 ? "" : "s"}.` : "Answered.");
 }
 
 async function ask(event) {
