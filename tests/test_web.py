@@ -129,8 +129,13 @@ def drive(url: str, sha: str, tmp: Path) -> dict[str, Any]:
         question.send_keys("and where is it set?", Keys.ENTER)
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 2)
         body = d.find_element(By.TAG_NAME, "h1")
-        seen["contrast"] = d.execute_script(CONTRAST_JS, body, link)
+        muted = d.find_element(By.ID, "question-hint")
+        seen["contrast"] = d.execute_script(CONTRAST_JS, body, link, muted)
         d.save_screenshot(str(tmp / "page.png"))
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": "dark"}]})  # fmt: skip
+        seen["dark"] = d.execute_script("return getComputedStyle(document.body).backgroundColor")
+        seen["contrast"] += d.execute_script(CONTRAST_JS, body, link, muted)
         # On a phone: nothing wider than the screen.
         d.set_window_size(390, 844)
         seen["overflow"] = d.execute_script(
@@ -168,7 +173,8 @@ async def test_the_page_in_a_real_browser(
     assert seen["opened"] == seen["href"] and f"/acme/widget/blob/{sha}/README.md" in host.seen
     assert seen["hash"] == "#s-1-1" and "thirty seconds" in seen["quoted"]
     assert seen["status"] == "Thank you: your feedback was recorded."
-    assert min(seen["contrast"]) >= 4.5 and seen["overflow"] <= 0
+    assert len(seen["contrast"]) == 6 and min(seen["contrast"]) >= 4.5  # light and dark
+    assert seen["dark"] == "rgb(18, 20, 23)" and seen["overflow"] <= 0
     assert (tmp / "page.png").stat().st_size > 10_000 and (tmp / "page-phone.png").exists()
     assert api.store is not None
     store = await type(api.store).open(api.app.layout.conversations)
