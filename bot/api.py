@@ -53,7 +53,6 @@ PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-IP")
 FIELDS = {
     "search": {"instance", "query", "k", "collection"},
     "ask": {"instance", "question", "conversation", "stream"},
@@ -135,9 +134,8 @@ class ApiServer:
 
     # -- helpers -----------------------------------------------------------------------------
     def caller(self, request: web.Request) -> Caller:
-        proxied = any(h in request.headers for h in PROXY_HEADERS)
-        return authenticate(self.config, request.headers.get("Authorization"), request.remote,
-                            proxied)  # fmt: skip
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return authenticate(self.config, headers, request.remote)
 
     async def body(self, request: web.Request, kind: str) -> dict[str, Any]:
         limit = self.config.api.max_body_bytes

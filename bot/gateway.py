@@ -21,6 +21,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from core.config import Instance, match_key, names_allow
 from core.errors import (
@@ -108,20 +109,36 @@ def _loopback(peer: str | None) -> bool:
         return False
 
 
-def authenticate(
-    config: ServeConfig, authorization: str | None, peer: str | None, proxied: bool
-) -> Caller:
-    """The caller of an HTTP request, or :class:`Rejected` (401 without a valid key, 403 from
-    another machine or through a proxy when no key is configured). Never logs the key."""
+PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+LOCAL_NAMES = {"127.0.0.1", "localhost", "::1"}
+
+
+def _host_name(netloc: str) -> str:
+    return urlsplit("//" + netloc).hostname or ""
+
+
+def authenticate(config: ServeConfig, headers: Mapping[str, str], peer: str | None) -> Caller:
+    """The caller of an HTTP request (``headers`` with lower-case names), or :class:`Rejected`:
+    401 without a valid key; when no key is configured, 403 unless the call comes straight from
+    127.0.0.1 (no proxy header), names a loopback host (no DNS rebinding) and, from a browser,
+    comes from a page of this same server (no cross-site request). Never logs the key."""
     keys = config.api.keys
     if not keys:
-        if _loopback(peer) and not proxied:
+        host = headers.get("host", "")
+        origin = headers.get("origin")
+        local = (
+            _loopback(peer)
+            and not any(h in headers for h in PROXY_HEADERS)
+            and _host_name(host) in LOCAL_NAMES
+            and (origin is None or urlsplit(origin).netloc == host)
+        )
+        if local:
             return Caller("local", ("*",))
         raise Rejected(
             "forbidden", 403, "no API key is configured, so only 127.0.0.1 may call (directly, "
-            "not through a proxy); add api.keys to the settings file"
+            "not through a proxy or from another site); add api.keys to the settings file"
         )  # fmt: skip
-    scheme, _, token = (authorization or "").strip().partition(" ")
+    scheme, _, token = headers.get("authorization", "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Rejected("unauthorized", 401, "send an API key: Authorization: Bearer KEY")
     key = match_key(keys, token.strip())

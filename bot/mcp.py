@@ -51,10 +51,10 @@ Instance = Annotated[str, Field(description="An instance name from list_instance
 def _principal(gw: Gateway, ctx: Context, http: bool) -> Caller:
     if not http:
         return Caller("stdio", tuple(gw.config.mcp.instances))
-    headers = ctx.headers or {}
-    auth = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
-    # The ASGI guard already refused other machines when no key is configured.
-    return authenticate(gw.config, auth, "127.0.0.1", proxied=False)
+    if not gw.config.api.keys:
+        return Caller("local", ("*",))  # the ASGI guard let only local calls through
+    headers = {k.lower(): v for k, v in (ctx.headers or {}).items()}
+    return authenticate(gw.config, headers, None)
 
 
 async def _call(what: Callable[[], Awaitable[Any]]) -> Any:
@@ -151,10 +151,8 @@ def guard(app: ASGIApp, config: ServeConfig) -> ASGIApp:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                        for k, v in scope.get("headers") or []}  # fmt: skip
             client = scope.get("client")
-            proxied = any(h in headers for h in ("x-forwarded-for", "forwarded", "x-real-ip"))
             try:
-                authenticate(config, headers.get("authorization"), client[0] if client else None,
-                             proxied)  # fmt: skip
+                authenticate(config, headers, client[0] if client else None)
             except Rejected as r:
                 from starlette.responses import JSONResponse
 

@@ -134,12 +134,19 @@ async def test_without_keys_only_direct_calls_from_127_0_0_1(rig: Rig) -> None:
     status, code, line = error(await get(api.url + "/v1/instances",
                                          {"X-Forwarded-For": "203.0.113.9"}))  # fmt: skip
     assert (status, code) == (403, "forbidden") and "only 127.0.0.1" in line
+    here = {"host": f"127.0.0.1:{api.server.port}"} if api.server else {}
+    # DNS rebinding (another name for 127.0.0.1) and a cross-site page: refused.
+    for headers in ({"Host": "evil.example:80"}, {"Origin": "http://evil.example"}):
+        assert error(await get(api.url + "/v1/instances", headers))[:2] == (403, "forbidden")
+    same_page = {"Origin": api.url}
+    assert (await get(api.url + "/v1/instances", same_page)).status_code == 200
     cfg = ServeConfig()
     with pytest.raises(Rejected, match=r"only 127\.0\.0\.1"):
-        authenticate(cfg, None, "192.0.2.7", proxied=False)
-    assert authenticate(cfg, None, "::1", proxied=False).name == "local"
+        authenticate(cfg, here, "192.0.2.7")
+    assert authenticate(cfg, {"host": "[::1]:8000"}, "::1").name == "local"
+    assert authenticate(cfg, {"host": "localhost"}, "127.0.0.1").name == "local"
     with pytest.raises(Rejected):
-        authenticate(cfg, None, None, proxied=False)
+        authenticate(cfg, here, None)
 
 
 @pytest.mark.asyncio
