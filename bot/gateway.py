@@ -39,7 +39,7 @@ from core.models import COLLECTIONS, Collection
 from core.service import OnText, RepoExpert
 from core.store.conversations import ConversationStore, Verdict
 
-from .common import Limits, Refusal
+from .common import Limits, Refusal, Slot
 from .metrics import Metrics
 from .settings import ServeConfig
 
@@ -170,7 +170,7 @@ class Gateway:
     def instance(self, caller: Caller, name: Any) -> str:
         inst = self.instances.get(name) if isinstance(name, str) else None
         if inst is None or not caller.allows(inst):
-            raise no_such_instance(str(name))
+            raise no_such_instance(str(name)[:100])
         return inst.name
 
     async def list_instances(self, caller: Caller) -> list[dict[str, Any]]:
@@ -193,7 +193,11 @@ class Gateway:
             raise Rejected("bad_request", 400, f"k must be a whole number from 1 to {most}")
         return value
 
-    def admit(self, caller: Caller) -> Any:
+    def admit(self, caller: Caller) -> Slot | None:
+        """A slot for one answer (released by the caller), or 429. Over stdio the one client is
+        the agent that started this process: limiting it would protect no one."""
+        if caller.name == "stdio":
+            return None
         slot = self.limits.admit(caller.name)
         if isinstance(slot, Refusal):
             raise Rejected("rate_limited", 429, slot.message)
@@ -209,11 +213,7 @@ class Gateway:
             one_of = ", ".join(COLLECTIONS)
             raise Rejected("bad_request", 400, f"collection must be one of {one_of}")
         coll: Collection | None = collection
-        slot = self.admit(caller)
-        try:
-            found = await self.app.search(inst, q, k=n, collection=coll)
-        finally:
-            slot.release()
+        found = await self.app.search(inst, q, k=n, collection=coll)  # cheap: not rate-limited
         return {"instance": inst, "query": q, "commit": found.commit,
                 "sources": [s.to_json() for s in found.sources]}  # fmt: skip
 
@@ -245,7 +245,8 @@ class Gateway:
             turn = await self.store.add_turn(platform, thread, inst, caller.name, q, answer)
         finally:
             self.metrics.answers_in_progress -= 1
-            slot.release()
+            if slot is not None:
+                slot.release()
         self.metrics.count("repo_expert_answers_total", platform=platform)
         log.info("%s answered %s for %s (%d sources, %.0f ms)", platform, inst, caller.name,
                  len(answer.sources), answer.timings_ms.get("total", 0.0))  # fmt: skip

@@ -125,9 +125,6 @@ class ApiKey(BaseModel):
         "instance a key may not use does not exist for it.",
     )
 
-    def allows(self, instance: str, private: bool) -> bool:
-        return names_allow(self.instances, instance, private)
-
 
 def match_key(keys: list[ApiKey], presented: str) -> ApiKey | None:
     """The key whose hash ``presented`` has, compared in constant time against every key."""
