@@ -274,7 +274,10 @@ async def serve_api(
     runner = web.AppRunner(ApiServer(Gateway(app, store, config, instances)).web_app())
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as e:
+            raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror}") from None
         who = f"{len(config.api.keys)} API keys" if config.api.keys else "127.0.0.1 only (no keys)"
         log.info("api: listening on http://%s:%d (the page at /; %s)", host, port, who)
         await asyncio.Event().wait()

@@ -191,8 +191,12 @@ async def serve_mcp(app: RepoExpert, config: ServeConfig, http: str | None = Non
         host, port = address
         asgi = guard(server.streamable_http_app(host=host), config)
         log.info("mcp: listening on http://%s:%d/mcp", host, port)
-        await uvicorn.Server(
+        web_server = uvicorn.Server(
             uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
-        ).serve()
+        )
+        try:
+            await web_server.serve()
+        except SystemExit:  # uvicorn's way of saying it could not start (logged above)
+            raise ConfigError(f"--http {http}: cannot listen there (see the line above)") from None
     finally:
         await store.close()

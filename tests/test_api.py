@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -20,8 +21,10 @@ import pytest_asyncio
 from face_rig import ROOT, ApiRig, bearer, keyed
 from stub_llm_api import Reply, Request, StubLLMServer, block_number, use_llm
 
+from bot.api import serve_api
 from bot.gateway import Rejected, authenticate
 from bot.settings import ServeConfig
+from core.errors import ConfigError
 
 Rig = Callable[..., Awaitable[ApiRig]]
 
@@ -290,3 +293,17 @@ async def test_metrics_count_requests_answers_and_feedback(rig: Rig) -> None:
     assert 'repo_expert_feedback_total{verdict="up"} 1' in text
     assert 'repo_expert_http_request_seconds_count{route="/v1/ask"} 1' in text
     assert "repo_expert_answers_in_progress 0" in text and "widget" not in text
+
+
+@pytest.mark.asyncio
+async def test_a_port_in_use_or_no_instances_is_one_line(sample: dict[str, Any]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            await serve_api(sample["app"], ServeConfig(), "127.0.0.1", port)
+    for f in (sample["tmp"] / "instances").glob("*.yaml"):
+        f.unlink()
+    with pytest.raises(ConfigError, match="no instance files to serve"):
+        await serve_api(sample["app"], ServeConfig(), "127.0.0.1", 0)
