@@ -112,7 +112,7 @@ async def run_slack(
                 await handler.close_async()
         else:
             port = s.port or int(env.get("PORT") or 3000)
-            runner = web.AppRunner(bot.app.web_app(path=s.path, port=port))
+            runner = web.AppRunner(http_app(bot, s, port))
             await runner.setup()
             await web.TCPSite(runner, s.host, port).start()
             log.info("slack: listening on http://%s:%d%s", s.host, port, s.path)
@@ -122,6 +122,17 @@ async def run_slack(
                 await runner.cleanup()
     finally:
         await bot.drain()
+
+
+def http_app(bot: SlackBot, s: SlackSettings, port: int) -> web.Application:
+    """Slack's HTTP mode: Bolt's events endpoint, and ``/healthz`` as every HTTP face has."""
+
+    async def health(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    app = bot.app.web_app(path=s.path, port=port)
+    app.router.add_get("/healthz", health)
+    return app
 
 
 async def run_discord(core: ChatCore, config: ServeConfig, env: Mapping[str, str]) -> None:

@@ -1,8 +1,10 @@
-"""Process-wide settings of the chat bots (``repo-expert serve``).
+"""Process-wide settings of the faces (``repo-expert serve``): the chat bots, the HTTP API and
+web page (``api:``), the MCP server (``mcp:``).
 
 Optional: without a file every default below applies. The file is YAML, given with
 ``serve --config FILE`` or ``REPO_EXPERT_SERVE_CONFIG``; ``${VAR}`` reads the environment, as in
-instance files. Which instance may answer where is per instance (``access:``), not here.
+instance files. Which instance may answer in which chat channel is per instance (``access:``);
+which instances an API key may use is here, with the key (stored as its SHA-256).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from core.config import load_settings_file
+from core.config import ApiKey, load_settings_file
 
 
 class _Model(BaseModel):
@@ -72,9 +74,42 @@ class DiscordSettings(_Model):
     )
 
 
+class ApiSettings(_Model):
+    keys: list[ApiKey] = Field(
+        default_factory=list,
+        description="API keys of the HTTP API, the web page and MCP over HTTP, each with the "
+        "instances it may use. None: only 127.0.0.1 may call (and no proxied request).",
+    )
+    max_body_bytes: int = Field(
+        default=65536, ge=1024, le=16 * 1024 * 1024, description="Largest request body accepted."
+    )
+    max_question_chars: int = Field(
+        default=2000, ge=10, le=100_000, description="Longest question (or search query)."
+    )
+    max_k: int = Field(default=20, ge=1, le=50, description="Most sources one search returns.")
+
+    @field_validator("keys")
+    @classmethod
+    def _unique(cls, v: list[ApiKey]) -> list[ApiKey]:
+        names = [k.name for k in v]
+        if len(set(names)) != len(names):
+            raise ValueError("two keys have the same name; each key needs its own")
+        return v
+
+
+class McpSettings(_Model):
+    instances: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description="Instances `serve mcp` offers over stdio (a local agent); '*': every "
+        "instance that is not private. Over HTTP the API keys apply instead.",
+    )
+
+
 class ServeConfig(_Model):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
     rate_limit: int = Field(
         default=5, ge=1, description="Questions one person may ask per rate_window seconds."
     )

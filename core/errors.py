@@ -5,6 +5,8 @@
     │                               was expected), or a setting the environment must supply is not
     ├── InstanceNotFound            no instance by that name
     ├── NotAllowed                  an instance asked where its access rules do not allow it
+    ├── PathNotAllowed              a file asked for by path is outside the repository or not one
+    │                               of its indexed files (absolute, ``..``, a symlink, excluded)
     ├── SourceError                 a repository or issues source could not be read
     │   ├── RateLimited             GitHub asked us to wait longer than we will (``reset_at``)
     │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
@@ -42,11 +44,21 @@ class ConfigError(RepoExpertError):
 class InstanceNotFound(RepoExpertError):
     """No instance with that name is configured."""
 
+    user_line = "there is no instance by that name"
+
 
 class NotAllowed(RepoExpertError):
     """An instance was asked where its access configuration does not allow it."""
 
     user_line = "this repository is not available in this channel"
+
+
+class PathNotAllowed(RepoExpertError):
+    """A path that names no indexed file of the repository: absolute, leaving it (``..``), a
+    symbolic link, excluded or absent. Its message describes only the caller's own path, so a
+    face may show it as it is."""
+
+    user_line = "that path is not an indexed file of the repository"
 
 
 class SourceError(RepoExpertError):

@@ -141,6 +141,7 @@ class Retrieval:
     # What was searched: the question, or a follow-up joined to the turn it follows (resolved
     # once, by the service; the answerer scores its quotes against the same text).
     query: str = ""
+    commit: str | None = None  # the commit of the build searched (set by the service)
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Answer:
     # What the answerer saw: copies of the sources in prompt order, with the text as given to it
     # (cut to the token budget); ``n`` is the citation number in ``text``, 0 when not cited.
     evidence: list[Source] = field(default_factory=list)
+    commit: str | None = None  # the commit of the build the sources come from
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,6 +176,7 @@ class Answer:
             "unsupported": self.unsupported,
             "dropped_markers": self.dropped_markers,
             "language": self.language,
+            "commit": self.commit,
             "evidence": {"sources": len(self.evidence),
                          "chars": sum(len(e.text) for e in self.evidence)},
         }  # fmt: skip

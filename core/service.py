@@ -7,6 +7,9 @@ next question without a restart.
 
     ask(instance, question)        → Answer      retrieve, then the instance's answerer
     retrieve(instance, question)   → Retrieval   what eval and the baselines score
+    search(instance, query)        → Retrieval   the sources alone, numbered (one collection?)
+    read_source(instance, path)    → FileLines   an indexed file's lines at the indexed commit
+    describe(instance)             → dict        name, description, repository, indexed commit
     sync(instance, SyncRequest)    → SyncReport  gather sources, build, record (index is one)
     status(instance)               → dict        indexed commit, last sync and error
 """
@@ -14,6 +17,7 @@ next question without a restart.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -23,9 +27,16 @@ from core.answer import Answerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed import EmbedService, embed_service
-from core.errors import IndexError_
+from core.errors import IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, instance_status, sync_instance
+from core.ingest.files import (
+    FileLines,
+    checkout_root,
+    public_address,
+    read_indexed,
+    safe_path,
+)
 from core.ingest.gather import SyncRequest
 from core.ingest.github import ClientOptions
 from core.layout import Layout
@@ -42,7 +53,7 @@ log = logging.getLogger(__name__)
 EmbedderFor = Callable[[Instance], EmbedService]
 
 # What faces use with the service: the service's own types, importable from here.
-__all__ = ["OnText", "RepoExpert", "SyncReport", "SyncRequest"]
+__all__ = ["FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest"]
 
 # How long a replaced index reader stays open for the questions still running on it.
 RETIRE_GRACE_S = 300.0
@@ -126,6 +137,18 @@ class RepoExpert:
         """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
         return await instance_status(self.instance(name), self.layout, self.store)
 
+    async def describe(self, name: str) -> dict[str, Any]:
+        """What a caller may know of an instance: name, description, the repository's public
+        address (web URL, else the clone URL; never a local path or a token), indexed commit."""
+        inst = self.instance(name)
+        meta = await self.store.live_meta(name)
+        return {
+            "name": inst.name, "description": inst.description,
+            "repository": public_address(inst),
+            "indexed": meta is not None, "commit": (meta or {}).get("commit"),
+            "built_at": (meta or {}).get("built_at"),
+        }  # fmt: skip
+
     async def has_index(self, name: str) -> bool:
         return await self.store.live_id(name) is not None
 
@@ -176,7 +199,9 @@ class RepoExpert:
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder) if mode == "full" else None
-        return await retrieve(reader, embedder, question, opt, kinds=kinds)
+        found = await retrieve(reader, embedder, question, opt, kinds=kinds)
+        found.commit = reader.meta.get("commit")
+        return found
 
     async def kinds(self, embedder: EmbedService) -> KindModel:
         """The question-kind model of an embedder (its examples embedded once, then cached)."""
@@ -187,6 +212,47 @@ class RepoExpert:
                 if model is None:
                     model = self._kinds[embedder] = await KindModel.build(embedder)
         return model
+
+    async def search(
+        self, name: str, query: str, k: int | None = None, collection: Collection | None = None
+    ) -> Retrieval:
+        """The sources retrieval finds for ``query``, numbered 1..n in rank order (no answer):
+        of one collection when ``collection`` is given."""
+        opt = Options.of(self.instance(name).retrieval, k=k)
+        if collection is not None:
+            opt = dataclasses.replace(opt, collections=(collection,))
+        reader = await self.reader(name)
+        embedder = self.embedder(name)
+        found = await retrieve(reader, embedder, query, opt, kinds=await self.kinds(embedder))
+        found.commit = reader.meta.get("commit")
+        if collection is not None:
+            found.sources = [s for s in found.sources if s.collection == collection]
+        for i, s in enumerate(found.sources, 1):
+            s.n = i
+        return found
+
+    async def read_source(
+        self, name: str, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> FileLines:
+        """Lines of an indexed docs or code file, as the live build indexed it, with the
+        permalink at its commit. Anything else — a path outside the repository, an excluded,
+        ignored or absent file, a symbolic link — is :class:`PathNotAllowed` (see
+        ``core/ingest/files.py``)."""
+        rel = safe_path(path)
+        inst = self.instance(name)
+        reader = await self.reader(name)
+        unit = (await reader.units()).get(rel)
+        if unit is None or unit.collection == "issues":
+            raise PathNotAllowed(
+                f"{rel} is not an indexed file of '{name}' (absent, excluded, ignored, binary "
+                "or a symbolic link)"
+            )
+        root = checkout_root(inst, self.layout)
+        commit = reader.meta.get("commit")
+        return await asyncio.to_thread(
+            read_indexed, inst, root, rel, unit.content_hash, commit, unit.collection,
+            start_line, end_line,
+        )  # fmt: skip
 
     async def ask(
         self,
@@ -211,6 +277,7 @@ class RepoExpert:
             retrieval.route["query"] = query
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
+        answer.commit = retrieval.commit
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000
         return answer

@@ -314,7 +314,7 @@ def test_manifest_and_procfile_match_the_bot() -> None:
             assert argv[0] == "repo-expert"
             procs[name] = parser().parse_args(argv[1:])  # every command exists
     serve = {n: a.platform for n, a in procs.items() if a.cmd == "serve"}
-    assert serve == {"slack": "slack", "discord": "discord", "webhooks": "webhooks"}
+    assert serve == {"web": "api", "slack": "slack", "discord": "discord", "webhooks": "webhooks"}
     assert procs["sync"].cmd == "sync" and procs["sync"].watch
 
 

@@ -38,7 +38,7 @@ from stub_slack_api import StubSlackApi
 
 from bot.common import ChatCore
 from bot.messages import WRITING
-from bot.serve import run_slack
+from bot.serve import http_app, run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
 from core.answer.extractive import ExtractiveAnswerer
@@ -476,11 +476,13 @@ async def test_missing_scope_and_channel_errors_are_reported(
 async def test_http_mode_verifies_signatures_over_real_http(world: World) -> None:
     w = world
     assert w.bot is not None
-    server = LocalServer(w.bot.app.web_app(path="/slack/events"))
+    server = LocalServer(http_app(w.bot, SlackSettings(), 0))
     await server.start()
     url = server.address("/slack/events")
     try:
         async with aiohttp.ClientSession() as http:
+            async with http.get(server.address("/healthz")) as r:
+                assert r.status == 200 and await r.json() == {"ok": True}
             body = command_body(w, "what is the default timeout?")
             for secret, status in (("not-the-secret", 401), (SECRET, 200)):
                 req = signed(body, "application/x-www-form-urlencoded", secret)

@@ -1,4 +1,5 @@
-"""The ``repo-expert`` command line: instances, index, ask, eval, sync, status, serve.
+"""The ``repo-expert`` command line: instances, index, ask, eval, sync, status, serve, feedback,
+api-key.
 
 This is an entry point: it alone configures logging (quiet by default, ``-v`` for progress
 details, ``-vv`` for debug) and turns a :class:`RepoExpertError` into one line on stderr. The
@@ -23,16 +24,27 @@ log = logging.getLogger("repo_expert")
 
 
 async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
+    # The faces build on core; this entry point is the one place that reaches up to them.
     if args.platform == "webhooks":
         from bot.webhooks import serve_webhooks
 
         await serve_webhooks(app, args.host, args.port)
         return 0
-    # The chat faces build on core; this entry point is the one place that reaches up to them.
-    from bot.serve import serve
     from bot.settings import load_serve_config
 
-    await serve(args.platform, app, load_serve_config(args.config))
+    config = load_serve_config(args.config)
+    if args.platform == "api":
+        from bot.api import serve_api
+
+        await serve_api(app, config, args.host, args.port)
+    elif args.platform == "mcp":
+        from bot.mcp import serve_mcp
+
+        await serve_mcp(app, config, args.http)
+    else:
+        from bot.serve import serve
+
+        await serve(args.platform, app, config)
     return 0
 
 
@@ -96,17 +108,22 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "serve",
-        help="run the Slack and/or Discord bot (tokens from the environment; see README), or "
-        "the GitHub webhook receiver",
+        help="run the Slack and/or Discord bot (tokens from the environment; see README), the "
+        "GitHub webhook receiver, the HTTP API with its web page, or the MCP server",
     )
     s.add_argument(
         "platform",
-        choices=["slack", "discord", "all", "webhooks"],
-        help="all: Slack and Discord in one process; webhooks: the GitHub webhook receiver",
+        choices=["slack", "discord", "all", "webhooks", "api", "mcp"],
+        help="all: Slack and Discord in one process; webhooks: the GitHub webhook receiver; "
+        "api: the HTTP API and the web page at /; mcp: the MCP server (stdio, or --http)",
     )
-    s.add_argument("--config", help="bot settings YAML (env REPO_EXPERT_SERVE_CONFIG)")
-    s.add_argument("--host", default="0.0.0.0", help="webhooks: address to listen on")
-    s.add_argument("--port", type=int, help="webhooks: port (default $PORT or 8080)")
+    s.add_argument("--config", help="settings YAML of the faces (env REPO_EXPERT_SERVE_CONFIG)")
+    s.add_argument("--host", default="0.0.0.0", help="webhooks, api: address to listen on")
+    s.add_argument("--port", type=int, help="webhooks, api: port (default $PORT, else 8080 / 8000)")
+    s.add_argument(
+        "--http", metavar="HOST:PORT", help="mcp: serve streamable HTTP at http://HOST:PORT/mcp "
+        "instead of stdio"
+    )  # fmt: skip
     s.set_defaults(fn=cmd_serve)
 
     s = sub.add_parser(
@@ -138,12 +155,25 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=c.cmd_status)
 
-    s = sub.add_parser("feedback", help="print the 👍/👎 feedback given in Slack on an instance")
+    s = sub.add_parser(
+        "feedback", help="print the 👍/👎 given on an instance's answers (bots, API, page, MCP)"
+    )
     s.add_argument("name")
     s.add_argument("--db", help="conversations database (default {data}/conversations.sqlite)")
     s.add_argument("--limit", type=int, default=100, help="newest N (default 100)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=c.cmd_feedback)
+
+    s = sub.add_parser(
+        "api-key", help="make an API key for `serve api` / `serve mcp --http`: prints the key "
+        "(once) and the line of the settings file that stores its hash"
+    )  # fmt: skip
+    s.add_argument("name", help="who holds it (recorded as the user of its questions)")
+    s.add_argument(
+        "--instances", default="*", help="comma-separated instances it may use (default '*': "
+        "every instance that is not private)"
+    )  # fmt: skip
+    s.set_defaults(fn=c.cmd_api_key)
     return p
 
 

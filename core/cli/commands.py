@@ -231,3 +231,17 @@ async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
         for s in r.sources:
             print(f"     [{s.get('n')}] {s.get('url') or s.get('path') or s.get('title')}")
     return 0
+
+
+async def cmd_api_key(app: RepoExpert, args: argparse.Namespace) -> int:
+    import secrets
+
+    from core.config import ApiKey, hash_key
+
+    key = "rx-" + secrets.token_urlsafe(32)
+    names = [n.strip() for n in args.instances.split(",") if n.strip()]
+    entry = ApiKey(name=args.name, sha256=hash_key(key), instances=names or ["*"])
+    print(f"API key for {entry.name} (shown only now; give it to the caller):\n  {key}\n")
+    print("Add it to the settings file (serve --config FILE), under api.keys:")
+    print(f"  - {json.dumps(entry.model_dump(), ensure_ascii=False)}")
+    return 0

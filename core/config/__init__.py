@@ -1,7 +1,15 @@
 """Configuration: instance files (``schema.py``), how they are read (``load.py``), and where the
 chat bots may use each instance (``access.py``)."""
 
-from core.config.access import AccessConfig, DiscordAccess, SlackAccess
+from core.config.access import (
+    AccessConfig,
+    ApiKey,
+    DiscordAccess,
+    SlackAccess,
+    hash_key,
+    match_key,
+    names_allow,
+)
 from core.config.load import (
     Settings,
     find_instance,
@@ -24,6 +32,7 @@ from core.config.schema import (
 __all__ = [
     "BUILTIN_EXCLUDES",
     "AccessConfig",
+    "ApiKey",
     "DiscordAccess",
     "EmbeddingConfig",
     "IncludeConfig",
@@ -35,8 +44,11 @@ __all__ = [
     "Settings",
     "SlackAccess",
     "find_instance",
+    "hash_key",
     "instance_files",
     "load_all",
     "load_instance",
     "load_settings_file",
+    "match_key",
+    "names_allow",
 ]

@@ -1,11 +1,16 @@
-"""Where the chat bots may answer with an instance: the ``access:`` section of an instance file.
+"""Who may use an instance: the ``access:`` section of an instance file, and API keys.
 
 A policy, not a schema detail: the bots ask :meth:`AccessConfig.allows` for every question (a
-thread counts as its parent channel), and the faces added later use the same rule.
+thread counts as its parent channel). The HTTP API and MCP over HTTP authenticate a caller by an
+:class:`ApiKey` (kept in the settings file as a hash, :func:`match_key`), each key with the
+instances it may use (:func:`names_allow`: a private instance only where it is named, as in
+channels).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -84,3 +89,48 @@ class AccessConfig(BaseModel):
     def allows(self, platform: str, space: str | None, channel: str) -> bool:
         side = self.slack if platform == "slack" else self.discord
         return side.allows(space, channel, self.private)
+
+
+def names_allow(names: list[str], instance: str, private: bool) -> bool:
+    """The rule of a list of instance names (an API key's, the MCP server's): a name allows that
+    instance; ``"*"`` allows every instance that is not ``access.private`` (a private one must be
+    named)."""
+    return instance in names or ("*" in names and not private)
+
+
+def hash_key(key: str) -> str:
+    """What the settings file stores of an API key: its SHA-256, hex. (A key is 32 random bytes
+    from ``repo-expert api-key``, so a fast hash is enough; it is never stored or logged.)"""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class ApiKey(BaseModel):
+    """One key of the HTTP API (and of MCP over HTTP), as the settings file stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$",
+        description="Who holds the key (letters, digits, '_', '.', '@', '-'): the user of its "
+        "questions and feedback.",
+    )
+    sha256: str = Field(
+        pattern=r"^[0-9a-fA-F]{64}$",
+        description="SHA-256 (hex) of the key; `repo-expert api-key NAME` prints a new key and "
+        "this line. The key itself is never stored.",
+    )
+    instances: list[str] = Field(
+        min_length=1,
+        description="Instances the key may use; '*': every instance that is not private. An "
+        "instance a key may not use does not exist for it.",
+    )
+
+
+def match_key(keys: list[ApiKey], presented: str) -> ApiKey | None:
+    """The key whose hash ``presented`` has, compared in constant time against every key."""
+    digest = hash_key(presented).encode()
+    found = None
+    for k in keys:
+        if hmac.compare_digest(digest, k.sha256.lower().encode()):
+            found = k
+    return found

@@ -1,7 +1,8 @@
 """Chat threads and feedback, in one SQLite file (``Layout.conversations`` by default).
 
 A *thread* is keyed by platform and a platform-specific key (Slack: ``team:channel:thread_ts``,
-Discord: the thread's channel id). Each answered question is a *turn*; a thread's earlier turns
+Discord: the thread's channel id; the API, the web page and MCP (``api``, ``web``, ``mcp``): the
+caller and its conversation id). Each answered question is a *turn*; a thread's earlier turns
 are the conversation a follow-up is answered with. Feedback (👍/👎) is recorded per turn and user
 (a second click replaces the first) and read back with the turn's instance, question, answer and
 sources by ``repo-expert feedback NAME``.
@@ -151,6 +152,16 @@ class ConversationStore:
         )
         row = await cur.fetchone()
         return str(row[0]) if row else None
+
+    async def turn_place(self, turn_id: int) -> tuple[str, str, str] | None:
+        """(platform, thread, instance) of a turn; None if there is no such turn. A face that
+        serves several callers checks with it that a turn is the caller's before recording
+        feedback on it."""
+        cur = await self._db.execute(
+            "SELECT platform, thread, instance FROM turns WHERE id = ?", (turn_id,)
+        )
+        row = await cur.fetchone()
+        return (str(row[0]), str(row[1]), str(row[2])) if row else None
 
     async def record_feedback(
         self, platform: str, turn_id: int, user: str, verdict: Verdict
