@@ -4,6 +4,7 @@ baselines, per split, route, language and kind.
 
     python benchmarks/eval_devsets.py [--sets marshmallow urfave-cli yargs]
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
+        [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
 
 Each set's ``source.yaml`` pins a repository and a commit. Its tree at that commit is made into a
 fresh git repository without history (``git archive``: the fix commits of ``localize.yaml`` are
@@ -12,7 +13,9 @@ clone, as the search tool's fetch leaves them) or, without one, a clone from Git
 instance indexes the set's include globs and its ``issues.json``. Indexing runs once; the
 embedding cache makes later runs cheap.
 
-Writes ``{out}/{set}/{split}.json`` (every system, both levels, every question) and
+The question files are scored apart: ``questions.yaml`` (docs, code and issues routes) and
+``localize.yaml`` (bug reports → the files their fix changed). Writes ``{out}/results.json``
+(every set, split, file, level, system and question), ``{out}/{set}/{file}-{split}.md`` and
 ``{out}/summary.md``; prints the summary.
 """
 
@@ -78,15 +81,27 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
     return dest
 
 
-def instance_file(name: str, setdir: Path, repo: Path, inst_dir: Path) -> None:
+def instance_file(
+    name: str, setdir: Path, repo: Path, inst_dir: Path, pr_files: bool = True,
+    retrieval: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
     source = yaml.safe_load((setdir / "source.yaml").read_text())
+    issues = setdir / "issues.json"
+    if not pr_files:  # the tracker without pull requests' changed files (an ablation)
+        data = json.loads(issues.read_text())
+        for item in data:
+            item.pop("files", None)
+        issues = inst_dir / f"{name}.issues.json"
+        inst_dir.mkdir(parents=True, exist_ok=True)
+        issues.write_text(json.dumps(data))
     inst = {
         "description": source.get("description", name),
         "repo": {"path": str(repo)},
         "docs": {"include": source["docs"]},
         "code": {"include": source["code"]},
         "exclude": source.get("exclude") or [],
-        "issues": {"file": str(setdir / "issues.json")},
+        "issues": {"file": str(issues)},
+        **({"retrieval": retrieval} if retrieval else {}),
     }
     inst_dir.mkdir(parents=True, exist_ok=True)
     (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
@@ -96,11 +111,18 @@ def pick(questions: list[EvalQuestion], split: str) -> list[EvalQuestion]:
     return questions if split == "all" else [q for q in questions if q.split == split]
 
 
-def summary_rows(name: str, split: str, runs: dict[str, dict[str, Report]]) -> list[str]:
+GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
+
+
+def summary_rows(
+    name: str, split: str, group: str, runs: dict[str, dict[str, Report]]
+) -> list[str]:
     rows = []
     for level, reports in runs.items():
         full = reports["full"].groups()
         for g, m in full.items():
+            if g.startswith("kind:"):
+                continue  # a localize file is its own group
             best = max(
                 (r.groups()[g] for s, r in reports.items() if s != "full" and g in r.groups()),
                 key=lambda x: x.mrr,
@@ -109,8 +131,8 @@ def summary_rows(name: str, split: str, runs: dict[str, dict[str, Report]]) -> l
             fact = f"{m.fact:.3f}" if m.fact is not None else "-"
             base = f"{best.mrr:.3f}" if best is not None else "-"
             rows.append(
-                f"| {name} | {split} | {level} | {g} | {m.n} | {m.hit1:.3f} | {m.hitk:.3f} | "
-                f"{m.mrr:.3f} | {fact} | {base} |"
+                f"| {name} | {split} | {group} | {level} | {g} | {m.n} | {m.hit1:.3f} | "
+                f"{m.hitk:.3f} | {m.mrr:.3f} | {fact} | {base} |"
             )
     return rows
 
@@ -124,41 +146,43 @@ async def run(args: argparse.Namespace) -> int:
         setdir = ROOT / "benchmarks" / "devsets" / name
         source = yaml.safe_load((setdir / "source.yaml").read_text())
         repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
-        instance_file(name, setdir, repo, inst_dir)
+        retrieval = dict(kv.split("=", 1) for kv in args.set or [])
+        instance_file(name, setdir, repo, inst_dir, not args.no_pr_files,
+                      {k: yaml.safe_load(v) for k, v in retrieval.items()})  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
-        "| set | split | level | group | n | hit@1 | hit | MRR | fact | best baseline MRR |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | "
+        "best baseline MRR |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    results: dict[str, Any] = {}
     try:
         for name in sets:
             s = await app.index(name)
             print(f"{name}: {sum(s.chunks.values())} chunks, {s.seconds:.1f}s "
                   f"({s.chunks_embedded} embedded)", flush=True)  # fmt: skip
             setdir = ROOT / "benchmarks" / "devsets" / name
-            questions = [
-                *load_questions(setdir / "questions.yaml"),
-                *load_questions(setdir / "localize.yaml"),
-            ]
-            for split in args.split:
-                qs = pick(questions, split)
-                runs = {
-                    "retrieval": await compare.compare(app, name, qs, args.k),
-                    "cited": await compare.compare(app, name, qs, args.k, cited=True),
-                }
-                (out / name).mkdir(parents=True, exist_ok=True)
-                (out / name / f"{split}.json").write_text(json.dumps(
-                    {lvl: compare.to_json(r) for lvl, r in runs.items()}, indent=1,
-                    ensure_ascii=False,
-                ))  # fmt: skip
-                (out / name / f"{split}.md").write_text(
-                    "\n".join(compare.markdown(r, args.k) for r in runs.values())
-                )
-                table += summary_rows(name, split, runs)
+            for group, file in GROUPS.items():
+                questions = load_questions(setdir / file)
+                for split in args.split:
+                    qs = pick(questions, split)
+                    runs = {
+                        "retrieval": await compare.compare(app, name, qs, args.k),
+                        "cited": await compare.compare(app, name, qs, args.k, cited=True),
+                    }
+                    results.setdefault(name, {}).setdefault(split, {})[group] = {
+                        lvl: compare.to_json(r) for lvl, r in runs.items()
+                    }
+                    (out / name).mkdir(parents=True, exist_ok=True)
+                    (out / name / f"{group}-{split}.md").write_text(
+                        "\n".join(compare.markdown(r, args.k) for r in runs.values())
+                    )
+                    table += summary_rows(name, split, group, runs)
     finally:
         await app.close()
     text = "\n".join(table) + "\n"
     (out / "summary.md").write_text(text)
+    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
     print(text)
     return 0
 
@@ -172,6 +196,13 @@ def main() -> int:
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "devsets"))
     ap.add_argument("-k", type=int, default=6)
+    ap.add_argument(
+        "--no-pr-files",
+        action="store_true",
+        help="index the issues without pull requests' changed files (ablation)",
+    )
+    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
+                    help="retrieval settings for every set, e.g. ranker=hybrid")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))
 
 

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,9 +31,11 @@ sys.path.insert(0, str(ROOT))
 import json  # noqa: E402
 
 from core.config import Settings  # noqa: E402
-from core.eval.metrics import Gold, load_questions  # noqa: E402
-from core.retrieve import Options  # noqa: E402
-from core.retrieve.rank import FEATURES, fit, loss, matrix  # noqa: E402
+from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
+from core.retrieve import Candidate, Options  # noqa: E402
+from core.retrieve.kinds import KINDS, classifier_json, fit_classifier  # noqa: E402
+from core.retrieve.kinds import examples as kind_examples  # noqa: E402
+from core.retrieve.rank import FEATURES, Context, fit, loss, matrix  # noqa: E402
 from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
@@ -48,7 +51,23 @@ def gold(c: object, g: Gold) -> bool:
     )
 
 
-async def collect(app: RepoExpert, name: str, split: str) -> tuple[list[Group], list[np.ndarray]]:
+@dataclass
+class Question:
+    vector: np.ndarray  # the question's query vector (for the kind classifier)
+    kind: int  # its kind's index in KINDS (from its route; bug for a localize pair)
+    cands: list[Candidate]
+    context: Context
+    labels: np.ndarray
+    hybrid: np.ndarray
+
+
+def kind_of(q: EvalQuestion) -> int:
+    if q.kind == "bug":
+        return KINDS.index("bug")
+    return KINDS.index({"docs": "howto", "code": "code", "issues": "issues"}[q.route])
+
+
+async def collect(app: RepoExpert, name: str, split: str) -> list[Question]:
     setdir = ROOT / "benchmarks" / "devsets" / name
     qs = [q for f in ("questions.yaml", "localize.yaml") for q in load_questions(setdir / f)
           if split == "all" or q.split == split]  # fmt: skip
@@ -57,17 +76,46 @@ async def collect(app: RepoExpert, name: str, split: str) -> tuple[list[Group], 
     embedder = app.embedder(name)
     kinds = await app.kinds(embedder)
     opt = Options.of(app.instance(name).retrieval)
-    groups: list[Group] = []
-    hybrid: list[np.ndarray] = []
+    out = []
     for q in qs:
         pool = await candidates(reader, embedder, q.question, opt, kinds)
-        cands = pool.all()
         assert pool.context is not None
-        x = matrix(cands, pool.context)
-        y = np.array([gold(c, q.gold) for c in cands], dtype=np.float32)
-        groups.append((x, y))
-        hybrid.append(np.array([c.score for c in cands]))
-    return groups, hybrid
+        cands = pool.all()
+        out.append(Question(
+            await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
+            np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
+            np.array([c.score for c in cands]),
+        ))  # fmt: skip
+    return out
+
+
+def kinds_fitted(
+    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float
+) -> tuple[np.ndarray, np.ndarray]:
+    ex, ey = examples
+    x = np.concatenate([ex, *(np.stack([q.vector for q in qs]) for qs in per_set.values())])
+    y = np.concatenate([ey, *(np.array([q.kind for q in qs]) for qs in per_set.values())])
+    return fit_classifier(x, y, l2)
+
+
+def groups_with_kinds(
+    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float
+) -> dict[str, list[Group]]:
+    """Every set's feature groups with kind probabilities from a classifier that never saw that
+    set's questions (cross-fitted): the ranker learns to trust them as much as they deserve on
+    questions they were not fitted on."""
+    out = {}
+    for name, qs in per_set.items():
+        w, b = kinds_fitted(examples, {n: v for n, v in per_set.items() if n != name}, l2)
+        groups = []
+        for q in qs:
+            z = q.vector @ w + b
+            p = np.exp(z - z.max())
+            p /= p.sum()
+            q.context.kinds = {k: float(v) for k, v in zip(KINDS, p, strict=True)}
+            groups.append((matrix(q.cands, q.context), q.labels))
+        out[name] = groups
+    return out
 
 
 def hit1(scores: list[np.ndarray], groups: list[Group]) -> float:
@@ -84,31 +132,48 @@ def mrr(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
     return sum(out) / max(len(out), 1)
 
 
-def cross_validate(per_set: dict[str, list[Group]], l2: float) -> dict[str, tuple[float, float]]:
+def hitk(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
+    ok = [bool(y[np.argsort(-s)[:k]].any()) for s, (_, y) in zip(scores, groups, strict=True)]
+    return sum(ok) / max(len(ok), 1)
+
+
+def cross_validate(
+    per_set: dict[str, list[Group]], l2: float
+) -> dict[str, tuple[float, float, float]]:
     """Leave one set out: fit on the others' groups, score the held-out set's (a repository the
-    model never saw, as a new user's would be). Set -> (hit@1, MRR@6) of the candidate order."""
+    model never saw, as a new user's would be). Set -> (hit@1, MRR@6, hit@6) of the candidate
+    order."""
     out = {}
     for held in per_set:
         train = [g for name, gs in per_set.items() if name != held for g in gs]
         model = fit(train, l2=l2)
         scores = [model.score(x) for x, _ in per_set[held]]
-        out[held] = (hit1(scores, per_set[held]), mrr(scores, per_set[held]))
+        gs = per_set[held]
+        out[held] = (hit1(scores, gs), mrr(scores, gs), hitk(scores, gs))
     return out
 
 
 async def run(args: argparse.Namespace) -> int:
     work = Path(args.workdir)
     app = RepoExpert(Settings(work / "instances", work / "data"))
-    per_set: dict[str, tuple[list[Group], list[np.ndarray]]] = {}
+    per_set: dict[str, list[Question]] = {}
     try:
         for name in args.sets:
             t = time.perf_counter()
             per_set[name] = await collect(app, name, args.split)
-            n = len(per_set[name][0])
+            n = len(per_set[name])
             print(f"{name}: {n} questions in {time.perf_counter() - t:.1f}s", flush=True)
+        svc = app.embedder(args.sets[0])
+        ex = kind_examples()
+        examples = (
+            np.concatenate([await svc.embed_queries(ex[k]) for k in KINDS]),
+            np.concatenate([np.full(len(ex[k]), i) for i, k in enumerate(KINDS)]),
+        )
+        embedder_name = (await svc.info())[0]
     finally:
         await app.close()
-    groups = [g for gs, _ in per_set.values() for g in gs]
+    grouped = groups_with_kinds(examples, per_set, args.kinds_l2)
+    groups = [g for gs in grouped.values() for g in gs]
     usable = sum(1 for _, y in groups if y.any())
     info = {
         "fitted_on": {"sets": args.sets, "split": args.split, "questions": len(groups),
@@ -118,27 +183,51 @@ async def run(args: argparse.Namespace) -> int:
     }  # fmt: skip
     if args.cv:
         for l2 in args.cv:
-            cv = cross_validate({n: gs for n, (gs, _) in per_set.items()}, l2)
+            cv = cross_validate(grouped, l2)
             mean = np.mean([v for v in cv.values()], axis=0)
             print(f"leave-one-set-out l2={l2}: " + ", ".join(
-                f"{n} hit@1 {h:.3f} MRR {m:.3f}" for n, (h, m) in cv.items()
-            ) + f" | mean hit@1 {mean[0]:.3f} MRR {mean[1]:.3f}")  # fmt: skip
-        for name, (gs, hy) in per_set.items():
+                f"{n} hit@1 {h:.3f} MRR {m:.3f} hit@6 {k:.3f}" for n, (h, m, k) in cv.items()
+            ) + f" | mean hit@1 {mean[0]:.3f} MRR {mean[1]:.3f} hit@6 {mean[2]:.3f}")  # fmt: skip
+            bug = {n: [g for g, q in zip(gs, per_set[n], strict=True) if KINDS[q.kind] == "bug"]
+                   for n, gs in grouped.items()}  # fmt: skip
+            rest = {n: [g for g, q in zip(gs, per_set[n], strict=True) if KINDS[q.kind] != "bug"]
+                    for n, gs in grouped.items()}  # fmt: skip
+            for label, part in (("localize", bug), ("questions", rest)):
+                scores = {}
+                for held in part:
+                    model = fit([g for n, gs in grouped.items() if n != held for g in gs], l2=l2)
+                    scores[held] = [model.score(x) for x, _ in part[held]]
+                print(f"  {label}: " + ", ".join(
+                    f"{n} hit@1 {hit1(scores[n], gs):.3f} MRR {mrr(scores[n], gs):.3f} "
+                    f"hit@6 {hitk(scores[n], gs):.3f}" for n, gs in part.items()
+                ))  # fmt: skip
+        for name, qs in per_set.items():
+            hy = [q.hybrid for q in qs]
+            gs = grouped[name]
             print(f"{name}: hybrid score order hit@1 {hit1(hy, gs):.3f} MRR {mrr(hy, gs):.3f}")
         return 0
     model = fit(groups, l2=args.l2, info=info)
     if args.check:
-        for name, (gs, hy) in per_set.items():
+        for name, gs in grouped.items():
+            hy = [q.hybrid for q in per_set[name]]
             learned = [model.score(x) for x, _ in gs]
             print(
                 f"{name}: loss {loss(model, gs):.3f}  hit@1 of the candidate order: hybrid "
                 f"{hit1(hy, gs):.3f} -> learned {hit1(learned, gs):.3f} (training questions)"
             )
-    text = json.dumps(model.to_json(), indent=1) + "\n"
-    await asyncio.to_thread(Path(args.out).write_text, text)
+    w, b = kinds_fitted(examples, per_set, args.kinds_l2)
+    kinds_info = {"fitted_on": {"examples": len(examples[1]), "sets": args.sets,
+                                "split": args.split}, "embedder": embedder_name,
+                  "l2": args.kinds_l2, "written": time.strftime("%Y-%m-%d")}  # fmt: skip
+    texts = {
+        Path(args.out): json.dumps(model.to_json(), indent=1) + "\n",
+        Path(args.kinds_out): json.dumps(classifier_json(w, b, kinds_info)) + "\n",
+    }
+    for path, text in texts.items():
+        await asyncio.to_thread(path.write_text, text)
     top = np.argsort(-np.abs(model.weights))[:12]
     print("largest weights:", ", ".join(f"{model.names[i]} {model.weights[i]:+.2f}" for i in top))
-    print(f"written: {args.out}")
+    print("written: " + ", ".join(str(p) for p in texts))
     return 0
 
 
@@ -149,6 +238,8 @@ def main() -> int:
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--l2", type=float, default=0.05)
     ap.add_argument("--out", default=str(ROOT / "core" / "retrieve" / "ranker.json"))
+    ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
+    ap.add_argument("--kinds-l2", type=float, default=1e-4)
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--cv", type=float, nargs="*", help="leave-one-set-out CV at these l2 values "
                     "(writes nothing)")  # fmt: skip

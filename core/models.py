@@ -43,6 +43,9 @@ class Document:
     issue: int | None = None
     title: str = ""
     url: str | None = None  # issue URL (files get permalinks per chunk)
+    # A pull request's changed files and the issues it closes (issues collection only).
+    files: tuple[str, ...] = ()
+    fixes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ class StubGitHub(LocalServer):
         self.issues: dict[int, dict[str, Any]] = {}
         self.comments: dict[int, list[dict[str, Any]]] = {}
         self.reviews: dict[int, list[dict[str, Any]]] = {}
+        self.files: dict[int, list[str]] = {}  # a pull request's changed files
         self.requests: list[Req] = []
         self.faults: list[Fault] = []
         self.remaining = 5000
@@ -115,6 +116,11 @@ class StubGitHub(LocalServer):
         self.issues[number]["updated_at"] = now
         return self._ids
 
+    def set_files(self, number: int, *paths: str) -> None:
+        """The files pull request ``number`` changed (what /pulls/{n}/files lists)."""
+        self.files[number] = list(paths)
+        self.issues[number]["updated_at"] = self.tick()
+
     def add_review_comment(self, number: int, body: str, path: str, line: int) -> int:
         now = self.tick()
         self._ids += 1
@@ -164,6 +170,7 @@ class StubGitHub(LocalServer):
         app.router.add_get(f"{base}/issues/{{n:\\d+}}", self._issue)
         app.router.add_get(f"{base}/issues/{{n:\\d+}}/comments", self._issue_comments)
         app.router.add_get(f"{base}/pulls/{{n:\\d+}}/comments", self._pr_comments)
+        app.router.add_get(f"{base}/pulls/{{n:\\d+}}/files", self._pr_files)
         app.middlewares.append(self._middleware)
 
     @web.middleware
@@ -249,6 +256,13 @@ class StubGitHub(LocalServer):
     async def _pr_comments(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])
         return self._page(request, list(self.reviews.get(n, [])))
+
+    async def _pr_files(self, request: web.Request) -> web.Response:
+        n = int(request.match_info["n"])
+        if n not in self.issues:
+            return web.json_response({"message": "Not Found"}, status=404)
+        files = [{"filename": f, "status": "modified"} for f in self.files.get(n, [])]
+        return self._page(request, files)
 
     async def _repo_comments(self, request: web.Request) -> web.Response:
         return self._page(request, [c for cs in self.comments.values() for c in cs])

@@ -88,10 +88,12 @@ async def test_a_method_is_quoted_by_its_own_signature_with_its_return_type() ->
     s = src(0, "code", text)
     s.symbol = "Client.send"
     a = await ExtractiveAnswerer().answer("what does Client.send return?", Retrieval([s]))
-    (quoted,) = re.findall(r"`([^`]*)`", a.text)
+    quoted, *lines = re.findall(r"`([^`]*)`", a.text)
+    # the definition first; then the line that answers, when one shares the question's words
+    assert lines == ["return self._send(request)"]
     assert quoted.startswith("def send(self, request: Request,") and "class Client" not in quoted
     assert quoted.endswith(") -> Response") and len(quoted) <= 200
-    assert "Send a request. [1]" in a.text
+    assert "Send a request. `return self._send(request)` [1]" in a.text
     # without a symbol (or one not found) the first definition is quoted, as before
     s.symbol = None
     a = await ExtractiveAnswerer().answer("what does Client.send return?", Retrieval([s]))

@@ -233,10 +233,15 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
     def first_code(r) -> str | None:  # type: ignore[no-untyped-def]
         return next((s.path for s in r.sources if s.collection == "code"), None)
 
+    def scores(r) -> dict[str | None, float]:  # type: ignore[no-untyped-def]
+        return {s.path: s.score for s in r.sources}
+
+    # The ordering, on the hybrid score the penalty was calibrated on.
+    inst.retrieval.ranker = "hybrid"
     r = await app.retrieve("widget", question)
     assert r.route["signals"]["tests"] is False
     assert first_code(r) == "src/widget/config.py"
-    scores = {s.path: s.score for s in r.sources}
+    penalised = scores(r)
     r = await app.retrieve("widget", question.replace("which", "which test checks"))
     assert r.route["signals"]["tests"] is True
     assert first_code(r) == "tests/test_config.py"
@@ -245,21 +250,30 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
     inst.retrieval.test_penalty = 0.0
     r = await app.retrieve("widget", question)
     assert first_code(r) == "tests/test_config.py"
-    off = {s.path: s.score for s in r.sources}
-    # the learned ranker's scores are not cosines: the penalty moves a test by what raising its
-    # cosine by that much would (the ranker's slope for cosine); the hybrid score, by itself
+    off = scores(r)
+    assert off["tests/test_config.py"] - 0.15 == pytest.approx(penalised["tests/test_config.py"])
+    assert off["src/widget/config.py"] == pytest.approx(penalised["src/widget/config.py"])
+    # The learned ranker's scores are not cosines: the penalty moves a test by what raising its
+    # cosine by that much would (the ranker's slope for cosine), and nothing else.
+    from core.retrieve import Options
     from core.retrieve.rank import load
+    from core.retrieve.search import candidates, rerank
 
     model = load()
-    slope = model.slope(("cos", "cos_gap", "cos_gap_coll")) if model is not None else 1.0
-    moved = off["tests/test_config.py"] - scores["tests/test_config.py"]
-    assert moved == pytest.approx(0.15 * slope, rel=1e-4)
-    assert off["src/widget/config.py"] == pytest.approx(scores["src/widget/config.py"])
-    inst.retrieval.ranker = "hybrid"
-    without = {s.path: s.score for s in (await app.retrieve("widget", question)).sources}
+    assert model is not None
+    slope = model.slope(("cos", "cos_gap", "cos_gap_coll"))
+    reader, svc = await app.reader("widget"), app.embedder("widget")
     inst.retrieval.test_penalty = 0.15
-    penalised = {s.path: s.score for s in (await app.retrieve("widget", question)).sources}
-    assert without["tests/test_config.py"] - 0.15 == pytest.approx(
-        penalised["tests/test_config.py"]
+    opt = Options.of(inst.retrieval)  # test_penalty > 0: test code is flagged
+
+    async def learned(penalty: float) -> dict[str | None, float]:
+        pool = await candidates(reader, svc, question, opt, await app.kinds(svc))
+        rerank(pool, model, penalty)
+        return {c.chunk.path: c.score for c in pool.found.hits["code"] if c.chunk}
+
+    off, on = await learned(0.0), await learned(0.15)
+    assert off["tests/test_config.py"] - on["tests/test_config.py"] == pytest.approx(
+        0.15 * slope, rel=1e-4
     )
+    assert on["src/widget/config.py"] == pytest.approx(off["src/widget/config.py"])
     await app.close()

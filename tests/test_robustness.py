@@ -223,7 +223,11 @@ def fill_mirror(path: Path) -> list[tuple[Any, ...]]:
         up = "2024-01-02T00:00:00Z"
         raw.append((n, n % 3 == 0, "open", up, json.dumps(data), json.dumps(comments), up))
     with sqlite3.connect(path) as c:
-        c.executemany("INSERT INTO issues VALUES (?, ?, ?, ?, ?, ?, ?)", raw)
+        c.executemany(
+            "INSERT INTO issues (number, is_pr, state, updated_at, data, comments, comments_for)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            raw,
+        )
     return raw
 
 

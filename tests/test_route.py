@@ -4,7 +4,7 @@ import pytest
 
 from core.lexical import expand, lexical_form, query_terms
 from core.retrieve.analyse import analyse
-from core.store.local import fts_match
+from core.store.local_schema import fts_match
 
 
 @pytest.mark.parametrize(

@@ -62,3 +62,23 @@ def test_permalink_pins_commit_and_lines() -> None:
     url = permalink("https://github.com/o/r", "abc123", "src/a.py", 10, 20)
     assert url == "https://github.com/o/r/blob/abc123/src/a.py#L10-L20"
     assert permalink("https://github.com/o/r", "abc", "a.md", 3, 3).endswith("a.md#L3")
+
+
+def test_diversity_keeps_one_file_from_taking_every_slot() -> None:
+    from core.models import Chunk
+    from core.retrieve import Candidate, select
+
+    def cand(row: int, key: str, score: float) -> Candidate:
+        return Candidate("code", row, score, chunk=Chunk("code", key, "t", key, 1, path=key))
+
+    hits = {"code": [cand(0, "a.py", 0.9), cand(1, "a.py", 0.89), cand(2, "a.py", 0.88),
+                     cand(3, "b.py", 0.87)]}  # fmt: skip
+    chosen, _ = select(hits, 3, 0.0, per_doc={"code": 2})  # type: ignore[arg-type]
+    assert [c.row for c in chosen] == [0, 1, 3]  # b.py before a third piece of a.py
+    chosen, _ = select(hits, 4, 0.0, per_doc={"code": 1})  # type: ignore[arg-type]
+    assert [c.row for c in chosen] == [0, 1, 2, 3]  # the rest when no other file is left
+    assert select({"code": hits["code"], "docs": []}, 2, 0.0, per_doc={"code": 1, "docs": 1})[
+        0
+    ] == [hits["code"][0], hits["code"][3]]  # type: ignore[arg-type]
+    none, slots = select({"docs": hits["code"][:1]}, 0, 0.0, per_doc={"docs": 1})  # type: ignore[arg-type]
+    assert none == [] and sum(slots.values()) == 0  # no slot: nothing, not one anyway

@@ -75,6 +75,9 @@ UNITS = [
     Document("code", "tests/test_config.py", "x", "h-test", path="tests/test_config.py"),
     Document("issues", "issue:42", "x", "h-42", issue=42, title="#42 Timeout ignored",
              url="https://github.com/acme/widget/issues/42"),
+    Document("issues", "issue:43", "x", "h-43", issue=43, title="#43 Apply the timeout",
+             url="https://github.com/acme/widget/pull/43",
+             files=("src/widget/config.py", "README.md"), fixes=(42,)),
 ]  # fmt: skip
 VECTORS: dict[Collection, np.ndarray] = {
     "docs": np.stack([unit(0), unit(1)]),
@@ -205,6 +208,16 @@ async def test_the_code_graph_who_calls_what(built: tuple[IndexStore, Any]) -> N
         assert [s.qualname for s in await r.callers(name)] == ["test_parse"], name
     assert [s.qualname for s in await r.callers("load")] == ["parse_config"]
     assert await r.callers("draw") == []
+
+
+@pytest.mark.asyncio
+async def test_issue_links_files_fixes_and_fixed_by(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    links = await r.links([42, 43, 7])
+    assert set(links) == {42, 43}  # 7 has none: left out
+    assert links[43].files == ("src/widget/config.py", "README.md") and links[43].fixes == (42,)
+    assert links[42].fixed_by == (43,) and links[42].files == () and links[42].fixes == ()
+    assert await r.links([]) == {}
 
 
 @pytest.mark.asyncio

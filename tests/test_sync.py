@@ -463,3 +463,28 @@ def test_cli_sync_and_status(
     assert main([*base, "status", "widget"]) == 0
     assert f"indexed:       {sha}" in capsys.readouterr().out
     assert main([*base, "sync"]) == 2  # neither a name nor --all
+
+
+@pytest.mark.asyncio
+async def test_pull_request_files_are_mirrored_and_name_where_an_issue_was_fixed(
+    live: Live,
+) -> None:
+    local_repo(live)
+    live.api.add_issue(9, "Apply the timeout from widget.toml", "Fixes #42 by defaulting it.",
+                       pr=True, merged=True, state="closed")  # fmt: skip
+    live.api.set_files(9, "src/widget/config.py")
+    rep = await live.app.sync("widget")
+    assert rep.ok and live.api.of(r"/pulls/9/files$") and live.api.of(r"/pulls/8/files$")
+    r = await live.app.retrieve("widget", "where was issue #42 fixed?")
+    exact = r.route["exact"]
+    assert {"row": 0, "why": "issue #42"} in exact["issues"] or exact["issues"]
+    assert any(e["why"] == "changed by #9" for e in exact["code"])
+    assert any(s.path == "src/widget/config.py" for s in r.sources)
+    reader = await live.app.reader("widget")
+    links = await reader.links([42, 9])
+    assert links[9].files == ("src/widget/config.py",) and links[9].fixes == (42,)
+    assert links[42].fixed_by == (9,)
+    # A sync that lists the pull request unchanged does not fetch its files again.
+    before = len(live.api.of(r"/pulls/9/files$"))
+    await live.app.sync("widget")
+    assert len(live.api.of(r"/pulls/9/files$")) == before

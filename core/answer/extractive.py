@@ -8,8 +8,10 @@ docstring.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+from dataclasses import dataclass
 
 from core.answer.base import OnText
 from core.answer.citations import (
@@ -22,11 +24,14 @@ from core.answer.citations import (
     quote,
     snapshot,
 )
+from core.answer.support import Similarity
 from core.chunk.text import prose_units
 from core.lexical import terms
 from core.models import Answer, Retrieval, Source, Turn
 from core.retrieve.followup import resolve_followup
 from core.retrieve.language import detect_language
+
+log = logging.getLogger(__name__)
 
 
 def _sentences(src: Source) -> list[str]:
@@ -117,14 +122,66 @@ def _code_quotes(body: str, symbol: str | None = None) -> list[str]:
     return out
 
 
+# Code lines that tend to hold an answer: a raised error, a default, an environment variable,
+# a return, a string literal (messages, names, keys).
+_ANSWER_LINE = re.compile(
+    r"\b(raise|throw|panic|errors?\.New|fmt\.Errorf|return|default|environ|getenv|process\.env|"
+    r"ENV\b|os\.Getenv)\b|=\s*\S|[\"'`][^\"'`]{3,}[\"'`]"
+)
+_TRIVIAL_LINE = re.compile(r"^[\s{}()\[\];,]*$|^\s*(import|from|package|use|#include)\b")
+CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
+UNITS_PER_SOURCE = 10  # quotable units of a source scored by embedding (the best by words)
+
+
+def _code_lines(body: str, qterms: set[str]) -> list[str]:
+    """A code chunk's lines that may hold the answer: those sharing words with the question,
+    then raises, defaults, returns, environment variables and string literals."""
+    out: list[tuple[int, str]] = []
+    for ln in body.splitlines()[1:]:  # not the definition line: the signature is quoted anyway
+        t = ln.strip()
+        if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
+            continue
+        shared = len(set(terms(t)) & qterms)
+        if shared or _ANSWER_LINE.search(t):
+            out.append((shared, t))
+    out.sort(key=lambda x: -x[0])  # stable: file order among equals
+    return [f"`{clip(t, 160)}`" for _, t in out[:CODE_LINES]]
+
+
+@dataclass
+class _Quote:
+    source: int  # index into the retrieval's sources
+    pos: int  # order within its source
+    text: str
+    words: float  # idf-weighted words shared with the question
+    cos: float = 0.0  # embedding similarity to the question (0 without a similarity)
+    signature: bool = False
+
+
 class ExtractiveAnswerer:
-    """Quotes the best-matching sentences of the top sources, each with its citation."""
+    """Quotes, per source, what answers the question best, each with its citation.
+
+    Each source offers its sentences (docs, issues) or its definition, docstring and the code
+    lines that may hold the answer (code). With a ``similarity`` (the instance's multilingual
+    embedder: a Spanish question finds the English sentence that answers it) they are scored by
+    it, with words shared with the question as a tie-break; without one, by the words alone.
+    Up to ``max_sources`` sources are cited, in retrieval order; a source whose best quote is
+    far less similar to the question than the best source's (``drop_margin``) is left out —
+    never the first."""
 
     name = "extractive"
 
-    def __init__(self, max_sources: int = 4, per_source: int = 2) -> None:
+    def __init__(
+        self,
+        max_sources: int = 6,
+        per_source: int = 2,
+        similarity: Similarity | None = None,
+        drop_margin: float = 0.08,
+    ) -> None:
         self.max_sources = max_sources
         self.per_source = per_source
+        self.similarity = similarity
+        self.drop_margin = drop_margin
 
     async def answer(
         self,
@@ -145,51 +202,39 @@ class ExtractiveAnswerer:
             )
         # A follow-up ("and its default?") is scored with the question it follows: what was
         # searched (resolved by the service), else resolved here.
-        q = terms(retrieval.query or resolve_followup(question, conversation))
-        qset = set(q)
-        # Rarer question terms weigh more: idf over the sentences at hand.
-        all_sents = [(i, s) for i, src in enumerate(sources) for s in _sentences(src)]
-        df: dict[str, int] = {}
-        for _, s in all_sents:
-            for t in set(terms(s)):
-                if t in qset:
-                    df[t] = df.get(t, 0) + 1
-        n_s = max(len(all_sents), 1)
+        asked = retrieval.query or resolve_followup(question, conversation)
+        qset = set(terms(asked))
         if (
             qset
             and not any(qset & set(terms(s.text)) for s in sources)
             and lang == (_sources_language(sources) or "en")
+            and self.similarity is None
         ):
             # Same language, and not one question word anywhere in the sources: no answer.
             return no_answer(retrieval, lang, self.name)
+        quotes = self._quotes(sources[: self.max_sources], qset)
+        if self.similarity is not None and quotes:
+            try:
+                sims = await self.similarity([asked], [q.text.strip("`") for q in quotes])
+            except Exception as e:  # the words alone still choose
+                log.warning("quote similarity skipped: %s", type(e).__name__)
+            else:
+                for q, c in zip(quotes, sims[0], strict=True):
+                    q.cos = float(c)
+        by_source: dict[int, list[_Quote]] = {}
+        for q in quotes:
+            by_source.setdefault(q.source, []).append(q)
+        best = {i: max(self._score(q) for q in qs) for i, qs in by_source.items()}
+        top = max(best.values(), default=0.0)
         lines: list[str] = []
-        used = 0
-        for i, src in enumerate(sources):
-            if used >= self.max_sources:
-                break
-            sents = _sentences(src)
-            if not sents:
+        for i, src in enumerate(sources[: self.max_sources]):
+            qs = by_source.get(i)
+            if not qs:
                 continue
-            scored = []
-            for pos, s in enumerate(sents):
-                ts = set(terms(s))
-                overlap = sum(math.log(1 + n_s / df.get(t, 1)) for t in ts & qset)
-                scored.append((overlap - 0.01 * pos, pos, s))
-            scored.sort(reverse=True)
-            # Keep sentences that share words with the question; with none (another language,
-            # or a paraphrase) quote the source's opening sentence, which its rank vouches for.
-            best = [x for x in scored if x[0] > 0][: self.per_source] or [
-                min(scored, key=lambda x: x[1])
-            ]
-            if src.collection == "code":
-                # A definition is quoted with what its docstring says it does.
-                for x in scored:
-                    if x[1] <= 1 and x not in best:
-                        best.append(x)
-            best.sort(key=lambda x: x[1])  # in the source's own order
-            quoted = " ".join(quote(s) for _, _, s in best)
-            lines.append(f"• {label(src)}: {quoted} [{i + 1}]")
-            used += 1
+            if lines and self.similarity is not None and best[i] < top - self.drop_margin:
+                continue  # its best quote answers much less than the best source's
+            chosen = self._choose(src, qs)
+            lines.append(f"• {label(src)}: {' '.join(quote(q.text) for q in chosen)} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -203,6 +248,59 @@ class ExtractiveAnswerer:
             language=lang,
             evidence=mark_cited(evidence, sources, kept),
         )
+
+    def _score(self, q: _Quote) -> float:
+        """Similarity first (when there is one), shared words as the tie-break."""
+        return q.cos + 0.002 * q.words if self.similarity is not None else q.words
+
+    def _quotes(self, sources: list[Source], qset: set[str]) -> list[_Quote]:
+        per: list[list[_Quote]] = []
+        for i, src in enumerate(sources):
+            units = _sentences(src)
+            sig = len(units) if src.collection != "code" else min(1, len(units))
+            if src.collection == "code":
+                body = src.text.split("\n", 1)[1] if "\n" in src.text else src.text
+                units += [u for u in _code_lines(body, qset) if u not in units]
+            per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code")
+                        for pos, u in enumerate(units)])  # fmt: skip
+        # Rarer question terms weigh more: idf over the units at hand.
+        n = max(sum(len(qs) for qs in per), 1)
+        df: dict[str, int] = {}
+        for qs in per:
+            for q in qs:
+                for t in set(terms(q.text)) & qset:
+                    df[t] = df.get(t, 0) + 1
+        out: list[_Quote] = []
+        for qs in per:
+            for q in qs:
+                ts = set(terms(q.text)) & qset
+                q.words = sum(math.log(1 + n / df.get(t, 1)) for t in ts) - 0.01 * q.pos
+            # What the embedder scores: each source's best units by words, its opening ones.
+            keep = sorted(qs, key=lambda q: (-q.words, q.pos))[:UNITS_PER_SOURCE]
+            keep += [q for q in qs[:2] if q not in keep]
+            out.extend(sorted(keep, key=lambda q: q.pos))
+        return out
+
+    def _choose(self, src: Source, qs: list[_Quote]) -> list[_Quote]:
+        ranked = sorted(qs, key=lambda q: -self._score(q))
+        if src.collection == "code":
+            # What it is (the definition), what it does (its docstring's opening), and the line
+            # that answers (a raise, a default, a return …) when one does.
+            head = [q for q in qs if q.signature][:1]
+            doc = [q for q in qs if not q.signature and not q.text.startswith("`")][:1]
+            lines = [q for q in ranked if q.text.startswith("`") and q not in head]
+            if self.similarity is None:
+                lines = [q for q in lines if q.words > 0]
+            chosen = head + doc + lines[:1]
+        elif self.similarity is not None:
+            chosen = ranked[: self.per_source]
+        else:
+            # Sentences that share words with the question; with none (another language, or a
+            # paraphrase) the source's opening sentence, which its rank vouches for.
+            chosen = [q for q in ranked if q.words > 0][: self.per_source] or [
+                min(qs, key=lambda q: q.pos)
+            ]
+        return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
 
 
 def _sources_language(sources: list[Source]) -> str | None:

@@ -48,7 +48,7 @@ class LLMAnswerer:
         self.cfg = cfg
         self.repo = repo
         self.similarity = similarity
-        self.fallback = fallback or ExtractiveAnswerer()
+        self.fallback = fallback or ExtractiveAnswerer(similarity=similarity)
         self.name = model.label
 
     async def answer(
@@ -136,6 +136,6 @@ def make_answerer(
     """The answerer an instance's ``llm`` settings ask for."""
     chat = make_chat(cfg, env)
     if chat is None:
-        return ExtractiveAnswerer()
+        return ExtractiveAnswerer(similarity=similarity)
     log.info("answers by %s", chat.label)
     return LLMAnswerer(chat, cfg, repo, similarity)

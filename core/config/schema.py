@@ -111,6 +111,11 @@ class IssuesConfig(_Model):
     review_comments: bool = Field(
         default=True, description="With github: include pull requests' review (diff) comments."
     )
+    pr_files: bool = Field(
+        default=True,
+        description="With github: fetch the files each pull request changed (one more request "
+        "per changed pull request), so 'where was #N fixed' finds them.",
+    )
     max_age_days: float | None = Field(
         default=None, gt=0, description="Skip issues not updated in this many days."
     )
@@ -220,6 +225,13 @@ class RetrievalConfig(_Model):
         description="learned: the second-stage ranker (weights fitted on the tuning halves of "
         "the external dev sets, core/retrieve/ranker.json) orders the candidates; hybrid: "
         "cosine + lexical_weight × BM25 + exact_bonus − test_penalty, as before it.",
+    )
+    per_file: int = Field(
+        default=2,
+        ge=0,
+        le=50,
+        description="At most this many chunks of one file or thread among the sources while "
+        "other files have candidates (0: no limit).",
     )
     graph: bool = Field(
         default=True,

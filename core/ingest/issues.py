@@ -2,15 +2,18 @@
 
     gh issue list --state all --json number,title,body,state,labels,comments,url,createdAt,closedAt
 
-(``gh pr list`` with the same fields works too), or from the GitHub REST API through the local
-mirror (``mirror.py``). Each issue becomes one document whose text is the header, the body
-and then every comment in order; :func:`keep_issue` applies the configured filters to both.
+(``gh pr list`` with the same fields works too, and ``files`` and ``closingIssuesReferences``
+give a pull request's changed files and the issues it closes), or from the GitHub REST API
+through the local mirror (``mirror.py``). Each issue becomes one document whose text is the
+header, the body, the issues a pull request fixes and the files it changed, then every comment
+in order; :func:`keep_issue` applies the configured filters to both.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,6 +53,8 @@ class Issue:
     closed_at: str = ""
     is_pr: bool = False
     updated_at: str = ""
+    files: tuple[str, ...] = ()  # a pull request's changed files
+    fixes: tuple[int, ...] = ()  # the issues a pull request closes
 
     def header(self) -> str:
         kind = "PR" if self.is_pr else "Issue"
@@ -62,6 +67,28 @@ def _author(c: dict[str, Any]) -> str:
     if isinstance(a, dict):
         return str(a.get("login") or "unknown")
     return str(a or "unknown")
+
+
+# GitHub's closing keywords: "Fixes #12", "closes #3, resolves #4".
+_CLOSES = re.compile(
+    r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d{1,7})\b", re.IGNORECASE
+)
+
+
+def closing_refs(text: str, *extra: int) -> tuple[int, ...]:
+    """The issues a pull request's text closes, with ``extra`` ones (the API's), in order."""
+    found = [*extra, *(int(n) for n in _CLOSES.findall(text or ""))]
+    return tuple(dict.fromkeys(found))
+
+
+def _paths(files: Any) -> tuple[str, ...]:
+    """``gh pr list --json files`` items ({"path": …}) or plain paths."""
+    out = []
+    for f in files if isinstance(files, list) else []:
+        p = f.get("path") or f.get("filename") if isinstance(f, dict) else f
+        if isinstance(p, str) and p:
+            out.append(p)
+    return tuple(dict.fromkeys(out))
 
 
 def parse_issue(obj: Any, where: str) -> Issue:
@@ -81,18 +108,26 @@ def parse_issue(obj: Any, where: str) -> Issue:
         if isinstance(c, dict)
     )
     url = str(obj.get("url") or "")
+    body = str(obj.get("body") or "")
+    files = _paths(obj.get("files"))
+    is_pr = "/pull/" in url or bool(obj.get("isPullRequest")) or bool(files)
+    refs = obj.get("closingIssuesReferences")
+    closing = [int(r["number"]) for r in refs if isinstance(r, dict) and str(r.get("number", ""))
+               .isdigit()] if isinstance(refs, list) else []  # fmt: skip
     return Issue(
         number=number,
         title=title,
         state=str(obj.get("state") or "open"),
         labels=labels,
-        body=str(obj.get("body") or ""),
+        body=body,
         comments=comments,
         url=url,
         created_at=str(obj.get("createdAt") or ""),
         closed_at=str(obj.get("closedAt") or ""),
-        is_pr="/pull/" in url or bool(obj.get("isPullRequest")),
+        is_pr=is_pr,
         updated_at=str(obj.get("updatedAt") or obj.get("closedAt") or obj.get("createdAt") or ""),
+        files=files,
+        fixes=closing_refs(body, *closing) if is_pr else (),
     )
 
 
@@ -110,6 +145,10 @@ def load_issues_file(path: Path) -> list[Issue]:
 
 def issue_document(issue: Issue, web_url: str | None) -> Document:
     parts = [issue.header(), "", issue.body.strip()]
+    if issue.fixes:
+        parts += ["", "Fixes: " + ", ".join(f"#{n}" for n in issue.fixes)]
+    if issue.files:
+        parts += ["", "Files changed: " + ", ".join(issue.files)]
     for c in issue.comments:
         parts += ["", c.heading(), c.body.strip()]
     text = "\n".join(parts).strip()
@@ -122,6 +161,8 @@ def issue_document(issue: Issue, web_url: str | None) -> Document:
         issue=issue.number,
         title=f"#{issue.number} {issue.title}",
         url=url,
+        files=issue.files,
+        fixes=issue.fixes,
     )
 
 

@@ -44,7 +44,7 @@ from urllib.parse import urlencode
 from core.config import Instance, IssuesConfig
 from core.errors import SourceError
 from core.ingest.github import ClientOptions, GitHubClient, Page
-from core.ingest.issues import Comment, Issue, keep_issue
+from core.ingest.issues import Comment, Issue, closing_refs, keep_issue
 from core.layout import Layout
 from core.store.state import IssueRow, StateDB
 
@@ -144,6 +144,8 @@ def row_to_issue(row: IssueRow) -> Issue:
         closed_at=str(d.get("closed_at", "")),
         is_pr=row.is_pr,
         updated_at=row.updated_at,
+        files=tuple(row.files),
+        fixes=closing_refs(str(d.get("body", ""))) if row.is_pr else (),
     )
 
 
@@ -344,11 +346,16 @@ async def _fetch_comments(
             items = await gh.all_items(gh.url(f"/pulls/{row.number}/comments"), missing_ok=True)
             gone = items is None
             comments += [comment_from_api(c, review=True) for c in items or []]
+        files: list[str] | None = None
+        if not gone and row.is_pr and cfg.pr_files:
+            items = await gh.all_items(gh.url(f"/pulls/{row.number}/files"), missing_ok=True)
+            gone = items is None
+            files = [str(f.get("filename")) for f in items or [] if f.get("filename")]
         if gone:  # deleted or transferred since it was listed: it leaves the mirror
             await db.delete([row.number])
             continue
         comments.sort(key=lambda c: (c["created_at"], str(c.get("id"))))
-        await db.store_comments(row.number, comments, row.updated_at)
+        await db.store_comments(row.number, comments, row.updated_at, files)
         report.comments_fetched += 1
 
 

@@ -27,7 +27,7 @@ from core.models import COLLECTIONS, Collection, Symbol
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.fusion import Candidate
 from core.retrieve.options import Options
-from core.store.base import BuildReader, Hit
+from core.store.base import BuildReader, Hit, IssueLinks
 
 _CALLERS = re.compile(
     r"\b(who\s+calls|callers?\s+of|call\s+sites?|used\s+by|usages?\s+of|qui[ée]n\s+llama|"
@@ -46,7 +46,10 @@ _COMMON_CALLS = frozenset(
 )
 GRAPH_FROM = 3  # best definitions whose callees become candidates
 GRAPH_CALLS = 6  # callees followed per definition
-ISSUE_FROM = 2  # best issue threads whose named definitions become candidates
+ISSUE_FROM = 2  # best issue threads whose named definitions and changed files are candidates
+PR_ROWS = 8  # chunks of each file a pull request changed (the ranker picks among them)
+_NO_LINKS = IssueLinks()
+_FILES: tuple[Collection, ...] = ("code", "docs")  # the collections a path names
 
 
 async def _call_sites(reader: BuildReader, ident: str, skip: set[int]) -> list[int]:
@@ -59,6 +62,20 @@ async def _call_sites(reader: BuildReader, ident: str, skip: set[int]) -> list[i
     chunks = await reader.chunks("code", rows)
     call = re.compile(rf"(?<![\w.])(?:[\w.]+\.)?{re.escape(name)}\s*\(")
     return [r for r in rows if r in chunks and call.search(chunks[r].text.split("\n", 1)[-1])]
+
+
+async def _changed(reader: BuildReader, numbers: Sequence[int]) -> dict[str, int]:
+    """The files the pull requests among ``numbers``, and those that fix the issues among
+    them, changed: path -> the pull request."""
+    links = await reader.links(numbers)
+    prs = [n for n in numbers if n in links and links[n].files]
+    prs += [pr for n in numbers if n in links for pr in links[n].fixed_by]
+    more = await reader.links([p for p in prs if p not in links])
+    out: dict[str, int] = {}
+    for pr in dict.fromkeys(prs):
+        for path in (links.get(pr) or more.get(pr) or _NO_LINKS).files:
+            out.setdefault(path, pr)
+    return out
 
 
 async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple[int, Symbol]]:
@@ -79,12 +96,17 @@ async def exact_rows(
     for n in route.issues:
         for row in (await reader.issue_rows(n))[:3]:
             out["issues"][row] = f"issue #{n}"
+    if route.issues and route.hop:  # "where was #N fixed?": what its pull requests changed
+        for path, pr in (await _changed(reader, route.issues[:2])).items():
+            for coll in _FILES:
+                for row in (await reader.path_rows(coll, path))[:PR_ROWS]:
+                    out[coll].setdefault(row, f"changed by #{pr}")
     for ident in route.identifiers[:8]:
         name = ident.split(".")[-1] if "." in ident else ident
         for row, sym in await reader.definition_rows(ident) or await reader.definition_rows(name):
             out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
-        for coll in ("code", "docs"):
+        for coll in _FILES:
             for row in (await reader.path_rows(coll, path))[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
@@ -228,4 +250,10 @@ async def _graph(reader: BuildReader, found: Found, route: Route) -> dict[int, s
             for row, t in (await reader.definition_rows(ident))[:2]:
                 if row not in known:
                     out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
+    # A past fix of a similar issue: what its pull request changed.
+    numbers = [h.chunk.issue for h in issues if h.chunk is not None and h.chunk.issue is not None]
+    for path, pr in (await _changed(reader, numbers)).items():
+        for row in (await reader.path_rows("code", path))[:PR_ROWS]:
+            if row not in known:
+                out.setdefault(row, f"#{pr} changed {path}")
     return out

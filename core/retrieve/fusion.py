@@ -52,13 +52,20 @@ def allocate(
     k: int,
     floor: float = 0.5,
     weights: dict[Collection, float] | None = None,
+    span: float | None = None,
 ) -> dict[Collection, int]:
-    """Slots per collection for ``k`` results, given each collection's candidate scores."""
+    """Slots per collection for ``k`` results, given each collection's candidate scores.
+    ``span``: the range is the best score less ``span`` up to the best (scores below count as
+    its bottom) instead of the pool's own minimum — for scores whose differences mean the same
+    on every question, like the ranker's log-odds."""
     pool = [s for ss in cands.values() for s in ss]
     slots: dict[Collection, int] = {c: 0 for c in cands}
     if not pool or k <= 0:
         return slots
     lo, hi = min(pool), max(pool)
+    if span is not None:
+        lo = hi - span
+        cands = {c: [max(s, lo) for s in ss] for c, ss in cands.items()}
     span = hi - lo
     fit: dict[Collection, float] = {}
     cap: dict[Collection, int] = {}
@@ -101,14 +108,18 @@ def select(
     k: int,
     floor: float,
     weights: dict[Collection, float] | None = None,
+    per_doc: dict[Collection, int] | None = None,
+    span: float | None = None,
 ) -> tuple[list[Candidate], dict[Collection, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first.
 
     The allocation sees scores without the exact-hit bonus: one named definition must not
     squash the range so that nothing else looks relevant. An exact hit still ranks first in
-    its collection, and a collection holding one gets at least one slot."""
+    its collection, and a collection holding one gets at least one slot. ``per_doc``: at most
+    that many chunks of one file or thread per collection, while others are left (a slot spent
+    on a second piece of the same file is a slot another file could have used)."""
     slots = allocate(
-        {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights
+        {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights, span
     )
     for c, hs in hits.items():
         if slots.get(c, 0) == 0 and any(h.bonus > 0 for h in hs):
@@ -118,9 +129,31 @@ def select(
             slots[c] = 1
     chosen: list[Candidate] = []
     for c, hs in hits.items():
-        chosen.extend(sorted(hs, key=lambda h: -h.score)[: slots.get(c, 0)])
+        ranked = sorted(hs, key=lambda h: -h.score)
+        limit = (per_doc or {}).get(c)
+        chosen.extend(_diverse(ranked, slots.get(c, 0), limit) if limit else
+                      ranked[: slots.get(c, 0)])  # fmt: skip
     chosen.sort(key=lambda h: -h.score)
     return chosen, slots
+
+
+def _diverse(ranked: list[Candidate], n: int, limit: int) -> list[Candidate]:
+    """The best ``n``, at most ``limit`` per document while other documents have candidates."""
+    if n <= 0:
+        return []
+    out: list[Candidate] = []
+    later: list[Candidate] = []
+    seen: dict[str, int] = {}
+    for h in ranked:
+        key = h.chunk.doc_key if h.chunk is not None else f"row:{h.row}"
+        if seen.get(key, 0) >= limit:
+            later.append(h)
+            continue
+        seen[key] = seen.get(key, 0) + 1
+        out.append(h)
+        if len(out) >= n:
+            return out
+    return out + later[: n - len(out)]
 
 
 def rrf(lists: list[list[tuple[Collection, int]]], k: int, c: int = 60) -> list[Candidate]:

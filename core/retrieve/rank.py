@@ -36,6 +36,10 @@ from core.retrieve.fusion import Candidate
 from core.retrieve.kinds import KINDS
 
 MODEL = Path(__file__).with_name("ranker.json")
+# The score range fusion measures relevance in: the best score less SPAN up to the best (a
+# candidate SPAN/2 below the best is at the default relevance_floor, 0.5). Log-odds mean the same
+# on every question, unlike cosines, so the range is fixed rather than the pool's own.
+SPAN = 8.0
 
 _CHANGELOG = re.compile(r"(^|/)(change(s|log)?|history|news|releases?)([-_. ]?notes)?(\.\w+)?$",
                         re.I)  # fmt: skip
@@ -53,7 +57,7 @@ BASE = [
     "is_readme", "is_pr", *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
 ]  # fmt: skip
 CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
-                                                    "error", "non_en")]  # fmt: skip
+                                                    "error", "non_en", "cos", "lex")]  # fmt: skip
 FEATURES: tuple[str, ...] = (*BASE, *CROSS)
 
 
@@ -146,6 +150,8 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
         v[f"{k}_issue_ref"] = float(bool(r.issues))
         v[f"{k}_error"] = float(bool(r.errors or r.frames))
         v[f"{k}_non_en"] = float(not ctx.english)
+        v[f"{k}_cos"] = c.cos - best
+        v[f"{k}_lex"] = c.lex
         for name, val in v.items():
             x[i, col[name]] = val
     return x

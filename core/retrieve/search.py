@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 
 from core.embed import EmbedService
-from core.models import Collection, Retrieval, Source
+from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find
 from core.retrieve.fusion import Candidate, rrf, select
@@ -19,7 +19,7 @@ from core.retrieve.glossary import english_terms
 from core.retrieve.kinds import KINDS, KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
-from core.retrieve.rank import Context, Ranker, load, matrix
+from core.retrieve.rank import SPAN, Context, Ranker, load, matrix
 from core.store.base import BuildReader
 
 
@@ -113,7 +113,12 @@ async def retrieve(
     elif opt.mode == "full" and route.hop and route.issues:
         chosen, slots = await _issue_hop(reader, embedder, route, found, opt, weights, timings)
     else:
-        chosen, slots = select(found.hits, opt.k, opt.config.relevance_floor, weights)
+        limit = opt.config.per_file
+        per_doc = dict.fromkeys(COLLECTIONS, limit) if limit and opt.mode == "full" else None
+        span = SPAN if ranker is not None else None
+        chosen, slots = select(
+            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span
+        )
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)

@@ -35,6 +35,15 @@ class Hit(NamedTuple):
 
 
 @dataclass(frozen=True)
+class IssueLinks:
+    """How an issue or pull request connects to others and to the code."""
+
+    files: tuple[str, ...] = ()  # a pull request's changed files
+    fixes: tuple[int, ...] = ()  # the issues a pull request closes
+    fixed_by: tuple[int, ...] = ()  # the indexed pull requests that close this issue
+
+
+@dataclass(frozen=True)
 class Unit:
     """An indexed unit (a file or an issue thread) as the build recorded it."""
 
@@ -102,6 +111,10 @@ class BuildReader(Protocol):
         path and line (at most 50): the code graph read backwards."""
         ...
 
+    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+        """The links of these issues and pull requests (those with none are left out)."""
+        ...
+
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
         """Code rows holding the definition of a symbol named ``name`` (at most two per
         definition)."""
@@ -124,7 +137,9 @@ class BuildWriter(Protocol):
     ``async with`` block without committing (an error, a cancellation) discards it."""
 
     async def add_units(self, docs: Sequence[Document]) -> None:
-        """Record the indexed units (key, collection, content hash, path, issue, title, url)."""
+        """Record the indexed units (key, collection, content hash, path, issue, title, url),
+        and of issue threads the links they carry (a pull request's changed files and the
+        issues it closes: ``BuildReader.links``)."""
         ...
 
     async def add_chunks(

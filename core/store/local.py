@@ -8,8 +8,9 @@ Search is exact (usearch's SIMD brute force over the memory-mapped matrix): meas
 building an HNSW graph of 50k × 384 vectors took 47 s while an exact search over them takes
 about 4 ms, and the recall of approximate search at default settings was poor.
 
-This module implements :mod:`core.store.base`; the SQL, the FTS5 syntax and the vector files stay
-in it.
+This module and its two neighbours implement :mod:`core.store.base` (``local_schema.py``: the
+build format; ``local_write.py``: writing and swapping a build); the SQL, the FTS5 syntax and the
+vector files stay in them.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
-import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,77 +28,24 @@ import aiosqlite
 import numpy as np
 from usearch.index import MetricKind
 from usearch.index import search as usearch_search
-from usearch.io import load_matrix, save_matrix
+from usearch.io import load_matrix
 
 from core.errors import IndexError_
 from core.layout import Layout
-from core.lexical import lexical_form, parts
-from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol, is_test_path
-from core.store.base import Hit, Unit
-
-SCHEMA_VERSION = 3  # 3: the code graph (symbols.calls, the calls table)
-
-SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE units (
-    key TEXT PRIMARY KEY, collection TEXT NOT NULL, content_hash TEXT NOT NULL,
-    path TEXT, issue INTEGER, title TEXT, url TEXT
-);
-CREATE TABLE chunks (
-    id INTEGER PRIMARY KEY, collection TEXT NOT NULL, row INTEGER NOT NULL,
-    doc_key TEXT NOT NULL, path TEXT, issue INTEGER, start_line INTEGER, end_line INTEGER,
-    title TEXT NOT NULL, symbol TEXT, kind TEXT, text TEXT NOT NULL, text_hash TEXT NOT NULL,
-    tokens INTEGER NOT NULL, url TEXT NOT NULL, commit_sha TEXT
-);
-CREATE UNIQUE INDEX chunks_row ON chunks(collection, row);
-CREATE INDEX chunks_doc ON chunks(doc_key);
-CREATE INDEX chunks_issue ON chunks(issue);
-CREATE TABLE symbols (
-    name TEXT NOT NULL, qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
-    start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
-    norm TEXT NOT NULL,  -- parts joined, lower case: parse_config, parseConfig → parseconfig
-    calls TEXT NOT NULL DEFAULT ''  -- the names it calls, one per line, first call first
-);
-CREATE TABLE calls (norm TEXT NOT NULL, sym INTEGER NOT NULL);  -- callee's norm → symbols.rowid
-CREATE INDEX calls_norm ON calls(norm);
-CREATE INDEX symbols_name ON symbols(name);
-CREATE INDEX symbols_norm ON symbols(norm);
-CREATE INDEX symbols_qualname ON symbols(qualname);
-CREATE INDEX chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE fts_docs USING fts5(body, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE fts_code USING fts5(body, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE fts_issues USING fts5(body, tokenize='unicode61 remove_diacritics 2');
-"""
-
-_CHUNK_COLS = (
-    "id, collection, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, "
-    "text, text_hash, tokens, url, commit_sha"
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
+from core.store.base import Hit, IssueLinks, Unit
+from core.store.local_schema import (
+    CHUNK_COLS,
+    SCHEMA_VERSION,
+    SYMBOL_COLS,
+    fts_match,
+    norm_name,
+    row_to_chunk,
+    row_to_symbol,
 )
-_SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls"
+from core.store.local_write import LocalWriter
+
 LOCK_POLL_S = 0.05  # how often a waiting build looks at another process's lock again
-
-
-def _norm(name: str) -> str:
-    return "".join(parts(name))
-
-
-def fts_match(terms: Sequence[str]) -> str | None:
-    """The FTS5 MATCH expression for any of ``terms`` (each quoted: a term is a literal token)."""
-    if not terms:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-def _row_to_symbol(r: Any) -> Symbol:
-    return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6].split("\n")) if r[6] else ())
-
-
-def _row_to_chunk(r: Any) -> Chunk:
-    return Chunk(
-        id=r[0], collection=r[1], doc_key=r[3], path=r[4], issue=r[5], start_line=r[6],
-        end_line=r[7], title=r[8], symbol=r[9], kind=r[10] or "", text=r[11], text_hash=r[12],
-        tokens=r[13], url=r[14], commit=r[15],
-    )  # fmt: skip
 
 
 class LocalReader:
@@ -193,18 +139,18 @@ class LocalReader:
         if not rows:
             return {}
         q = ",".join("?" * len(rows))
-        sql = f"SELECT {_CHUNK_COLS} FROM chunks WHERE collection=? AND row IN ({q})"
+        sql = f"SELECT {CHUNK_COLS} FROM chunks WHERE collection=? AND row IN ({q})"
         async with self.db.execute(sql, [collection, *rows]) as cur:
-            return {r[2]: _row_to_chunk(r) async for r in cur}
+            return {r[2]: row_to_chunk(r) async for r in cur}
 
     async def all_chunks(self, collection: Collection | None = None) -> list[Chunk]:
-        sql = f"SELECT {_CHUNK_COLS} FROM chunks"
+        sql = f"SELECT {CHUNK_COLS} FROM chunks"
         args: list[Any] = []
         if collection:
             sql += " WHERE collection=?"
             args.append(collection)
         async with self.db.execute(sql + " ORDER BY collection, row", args) as cur:
-            return [_row_to_chunk(r) async for r in cur]
+            return [row_to_chunk(r) async for r in cur]
 
     async def _rows_where(self, collection: str, where: str, args: list[Any]) -> list[int]:
         sql = f"SELECT row FROM chunks WHERE collection=? AND ({where}) ORDER BY row"
@@ -220,21 +166,47 @@ class LocalReader:
     async def symbols(self, name: str) -> list[Symbol]:
         # Indexed lookups only: this runs for every identifier a question names.
         sql = (
-            f"SELECT {_SYMBOL_COLS} FROM symbols WHERE qualname=? OR name=? OR norm=? "
+            f"SELECT {SYMBOL_COLS} FROM symbols WHERE qualname=? OR name=? OR norm=? "
             "ORDER BY (qualname=?) DESC, (name=?) DESC, path, start_line LIMIT 20"
         )
-        args = [name, name, _norm(name), name, name]
+        args = [name, name, norm_name(name), name, name]
         async with self.db.execute(sql, args) as cur:
-            return [_row_to_symbol(r) async for r in cur]
+            return [row_to_symbol(r) async for r in cur]
 
     async def callers(self, name: str) -> list[Symbol]:
-        cols = ", ".join(f"s.{c.strip()}" for c in _SYMBOL_COLS.split(","))
+        cols = ", ".join(f"s.{c.strip()}" for c in SYMBOL_COLS.split(","))
         sql = (
             f"SELECT DISTINCT {cols} FROM calls c JOIN symbols s ON s.rowid = c.sym "
             "WHERE c.norm = ? ORDER BY s.path, s.start_line LIMIT 50"
         )
-        async with self.db.execute(sql, (_norm(name.rsplit(".", 1)[-1]),)) as cur:
-            return [_row_to_symbol(r) async for r in cur]
+        async with self.db.execute(sql, (norm_name(name.rsplit(".", 1)[-1]),)) as cur:
+            return [row_to_symbol(r) async for r in cur]
+
+    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+        if not numbers:
+            return {}
+        nums = sorted(set(numbers))
+        q = ",".join("?" * len(nums))
+        files: dict[int, list[str]] = {}
+        fixes: dict[int, list[int]] = {}
+        fixed_by: dict[int, list[int]] = {}
+        sql = f"SELECT issue, rel, target FROM links WHERE issue IN ({q}) ORDER BY rowid"
+        async with self.db.execute(sql, nums) as cur:
+            async for n, rel, target in cur:
+                if rel == "file":
+                    files.setdefault(int(n), []).append(str(target))
+                elif rel == "fixes" and str(target).isdigit():
+                    fixes.setdefault(int(n), []).append(int(target))
+        sql = f"SELECT target, issue FROM links WHERE rel = 'fixes' AND target IN ({q})"
+        async with self.db.execute(sql, [str(n) for n in nums]) as cur:
+            async for target, n in cur:
+                fixed_by.setdefault(int(target), []).append(int(n))
+        out = {}
+        for n in nums:
+            if n in files or n in fixes or n in fixed_by:
+                out[n] = IssueLinks(tuple(files.get(n, ())), tuple(fixes.get(n, ())),
+                                    tuple(sorted(fixed_by.get(n, ()))))  # fmt: skip
+        return out
 
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
         out: list[tuple[int, Symbol]] = []
@@ -260,13 +232,13 @@ class LocalReader:
         kept: list[tuple[Chunk, np.ndarray]] = []
         if not keys:
             return kept, []
-        sql = f"SELECT {_CHUNK_COLS} FROM chunks ORDER BY collection, row"
+        sql = f"SELECT {CHUNK_COLS} FROM chunks ORDER BY collection, row"
         async with self.db.execute(sql) as cur:
             async for r in cur:
                 if r[3] in keys:  # doc_key; r[2] is the row, the vector's index
-                    kept.append((_row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
-        async with self.db.execute(f"SELECT {_SYMBOL_COLS} FROM symbols") as cur:
-            symbols = [_row_to_symbol(r) async for r in cur]
+                    kept.append((row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
+        async with self.db.execute(f"SELECT {SYMBOL_COLS} FROM symbols") as cur:
+            symbols = [row_to_symbol(r) async for r in cur]
         return kept, [s for s in symbols if s.path in keys]
 
 
@@ -282,141 +254,6 @@ def _test_flags(paths: list[tuple[int, str]], n: int) -> np.ndarray:
 async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:
     async with db.execute("SELECT key, value FROM meta") as cur:
         return {k: json.loads(v) async for k, v in cur}
-
-
-class LocalWriter:
-    """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""
-
-    def __init__(self, layout: Layout, name: str):
-        self.root = layout.instance(name)
-        self.builds = layout.builds(name)
-        self.link = layout.current(name)
-        self.id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
-        self.tmp = self.builds / f".tmp-{self.id}"
-        self.db: aiosqlite.Connection | None = None
-
-    async def __aenter__(self) -> LocalWriter:
-        self.builds.mkdir(parents=True, exist_ok=True)
-        self.tmp.mkdir()
-        try:
-            self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
-            await self.db.execute("PRAGMA journal_mode=OFF")
-            await self.db.execute("PRAGMA synchronous=OFF")
-            await self.db.executescript(SCHEMA)
-        except BaseException:  # __aexit__ will not run: leave nothing behind
-            await self.__aexit__()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.db is not None:
-            await self.db.close()
-            self.db = None
-        if self.tmp.exists():  # not committed: an error or a crash; the old build stays live
-            shutil.rmtree(self.tmp, ignore_errors=True)
-
-    async def add_units(self, docs: Sequence[Document]) -> None:
-        assert self.db is not None
-        await self.db.executemany(
-            "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url) for d in docs],
-        )
-
-    async def add_chunks(
-        self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
-    ) -> None:
-        """Insert a collection's chunks (row i = vector i) and their lexical forms for FTS5."""
-        assert self.db is not None
-        await self.db.executemany(
-            f"INSERT INTO chunks ({_CHUNK_COLS}) VALUES "
-            "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (collection, i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
-                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit)
-                for i, c in enumerate(chunks)
-            ],
-        )  # fmt: skip
-        forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
-        async with self.db.execute(
-            "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
-        ) as cur:
-            ids = [int(r[0]) async for r in cur]
-        await self.db.executemany(
-            f"INSERT INTO fts_{collection} (rowid, body) VALUES (?, ?)",
-            list(zip(ids, forms, strict=True)),
-        )
-        if vectors is not None and len(chunks):
-            await asyncio.to_thread(
-                save_matrix,
-                np.ascontiguousarray(vectors, np.float32),
-                str(self.tmp / f"{collection}.fbin"),
-            )
-
-    async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
-        assert self.db is not None
-        async with self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM symbols") as cur:
-            row = await cur.fetchone()
-        first = int(row[0]) + 1 if row else 1
-        await self.db.executemany(
-            "INSERT INTO symbols (rowid, name, qualname, kind, path, start_line, end_line, norm, "
-            "calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(first + i, s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line,
-              _norm(s.name), "\n".join(s.calls)) for i, s in enumerate(symbols)],
-        )  # fmt: skip
-        await self.db.executemany(
-            "INSERT INTO calls VALUES (?, ?)",
-            [(n, first + i) for i, s in enumerate(symbols)
-             for n in sorted({_norm(c) for c in s.calls} - {""})],
-        )  # fmt: skip
-
-    async def set_meta(self, key: str, value: Any) -> None:
-        assert self.db is not None
-        await self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
-
-    async def commit(self) -> str:
-        """Make this build the live one: rename into place, then swap the ``current`` link."""
-        assert self.db is not None
-        await self.db.commit()
-        await self.db.close()
-        self.db = None
-        return await asyncio.to_thread(self._swap)
-
-    def _swap(self) -> str:
-        final = self.builds / self.id
-        os.replace(self.tmp, final)
-        tmp_link = self.root / f".current-{self.id}"
-        os.symlink(os.path.relpath(final, self.root), tmp_link)
-        os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
-        _prune(self.builds, keep={final.name})
-        return final.name
-
-
-def _prune(builds: Path, keep: set[str]) -> None:
-    """Remove abandoned temp folders and old builds (the newest previous one is kept)."""
-    olds = sorted(
-        (p for p in builds.iterdir() if p.name not in keep and not p.name.startswith(".tmp-")),
-        key=lambda p: p.name,
-    )
-    for p in olds[:-1]:
-        shutil.rmtree(p, ignore_errors=True)
-    for p in builds.glob(".tmp-*"):
-        # Only temp folders of dead writers: ours are committed or removed by __aexit__.
-        try:
-            pid = int(p.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LocalStore:

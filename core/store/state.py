@@ -34,6 +34,8 @@ MIGRATIONS = [
     );
     CREATE TABLE etags (url TEXT PRIMARY KEY, etag TEXT NOT NULL);
     """,
+    # 2: a pull request's changed files, fetched with its comments
+    "ALTER TABLE issues ADD COLUMN files TEXT NOT NULL DEFAULT '[]'",
 ]
 
 
@@ -48,6 +50,7 @@ class IssueRow:
     data: dict[str, Any]
     comments: list[dict[str, Any]] = field(default_factory=list)
     comments_for: str | None = None
+    files: list[str] = field(default_factory=list)  # a pull request's changed files
 
     @property
     def pending(self) -> bool:
@@ -141,12 +144,21 @@ class StateDB:
         return int(cur.rowcount or 0)
 
     async def store_comments(
-        self, number: int, comments: list[dict[str, Any]], for_updated_at: str
-    ) -> None:
-        await self.db.execute(
-            "UPDATE issues SET comments=?, comments_for=? WHERE number=?",
-            (json.dumps(comments), for_updated_at, number),
-        )
+        self, number: int, comments: list[dict[str, Any]], for_updated_at: str,
+        files: list[str] | None = None,
+    ) -> None:  # fmt: skip
+        """A row's comments (and, for a pull request, its changed files) as of
+        ``for_updated_at``; ``files`` None leaves the stored ones."""
+        if files is None:
+            await self.db.execute(
+                "UPDATE issues SET comments=?, comments_for=? WHERE number=?",
+                (json.dumps(comments), for_updated_at, number),
+            )
+        else:
+            await self.db.execute(
+                "UPDATE issues SET comments=?, comments_for=?, files=? WHERE number=?",
+                (json.dumps(comments), for_updated_at, json.dumps(files), number),
+            )
         await self.db.commit()
 
     async def delete(self, numbers: Iterable[int]) -> int:
@@ -160,16 +172,16 @@ class StateDB:
 
     async def rows(self, where: str = "1", args: Iterable[Any] = ()) -> list[IssueRow]:
         sql = (
-            "SELECT number, is_pr, state, updated_at, data, comments, comments_for FROM issues "
-            f"WHERE {where} ORDER BY number"
+            "SELECT number, is_pr, state, updated_at, data, comments, comments_for, files "
+            f"FROM issues WHERE {where} ORDER BY number"
         )
         async with self.db.execute(sql, list(args)) as cur:
             raw = list(await cur.fetchall())
 
         def decode() -> list[IssueRow]:  # a big mirror is seconds of JSON: off the event loop
             return [
-                IssueRow(int(n), bool(pr), st, up, json.loads(d), json.loads(c), cf)
-                for n, pr, st, up, d, c, cf in raw
+                IssueRow(int(n), bool(pr), st, up, json.loads(d), json.loads(c), cf, json.loads(f))
+                for n, pr, st, up, d, c, cf, f in raw
             ]
 
         return await asyncio.to_thread(decode)

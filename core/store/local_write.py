@@ -1,0 +1,165 @@
+"""Writing a local build: into a hidden temporary folder, swapped in by renaming the
+``current`` symlink (atomic on POSIX), older builds pruned. See ``local.py`` for the layout."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import numpy as np
+from usearch.io import save_matrix
+
+from core.layout import Layout
+from core.lexical import lexical_form
+from core.models import Chunk, Collection, Document, Symbol
+from core.store.local_schema import CHUNK_COLS, SCHEMA, norm_name
+
+
+class LocalWriter:
+    """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""
+
+    def __init__(self, layout: Layout, name: str):
+        self.root = layout.instance(name)
+        self.builds = layout.builds(name)
+        self.link = layout.current(name)
+        self.id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+        self.tmp = self.builds / f".tmp-{self.id}"
+        self.db: aiosqlite.Connection | None = None
+
+    async def __aenter__(self) -> LocalWriter:
+        self.builds.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir()
+        try:
+            self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
+            await self.db.execute("PRAGMA journal_mode=OFF")
+            await self.db.execute("PRAGMA synchronous=OFF")
+            await self.db.executescript(SCHEMA)
+        except BaseException:  # __aexit__ will not run: leave nothing behind
+            await self.__aexit__()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.db is not None:
+            await self.db.close()
+            self.db = None
+        if self.tmp.exists():  # not committed: an error or a crash; the old build stays live
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    async def add_units(self, docs: Sequence[Document]) -> None:
+        assert self.db is not None
+        await self.db.executemany(
+            "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url) for d in docs],
+        )
+        links = [
+            row
+            for d in docs
+            if d.issue is not None
+            for row in [*((d.issue, "file", f) for f in d.files),
+                        *((d.issue, "fixes", str(n)) for n in d.fixes)]
+        ]  # fmt: skip
+        await self.db.executemany("INSERT INTO links VALUES (?, ?, ?)", links)
+
+    async def add_chunks(
+        self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
+    ) -> None:
+        """Insert a collection's chunks (row i = vector i) and their lexical forms for FTS5."""
+        assert self.db is not None
+        await self.db.executemany(
+            f"INSERT INTO chunks ({CHUNK_COLS}) VALUES "
+            "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (collection, i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
+                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit)
+                for i, c in enumerate(chunks)
+            ],
+        )  # fmt: skip
+        forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
+        async with self.db.execute(
+            "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
+        ) as cur:
+            ids = [int(r[0]) async for r in cur]
+        await self.db.executemany(
+            f"INSERT INTO fts_{collection} (rowid, body) VALUES (?, ?)",
+            list(zip(ids, forms, strict=True)),
+        )
+        if vectors is not None and len(chunks):
+            await asyncio.to_thread(
+                save_matrix,
+                np.ascontiguousarray(vectors, np.float32),
+                str(self.tmp / f"{collection}.fbin"),
+            )
+
+    async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
+        assert self.db is not None
+        async with self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM symbols") as cur:
+            row = await cur.fetchone()
+        first = int(row[0]) + 1 if row else 1
+        await self.db.executemany(
+            "INSERT INTO symbols (rowid, name, qualname, kind, path, start_line, end_line, norm, "
+            "calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(first + i, s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line,
+              norm_name(s.name), "\n".join(s.calls)) for i, s in enumerate(symbols)],
+        )  # fmt: skip
+        await self.db.executemany(
+            "INSERT INTO calls VALUES (?, ?)",
+            [(n, first + i) for i, s in enumerate(symbols)
+             for n in sorted({norm_name(c) for c in s.calls} - {""})],
+        )  # fmt: skip
+
+    async def set_meta(self, key: str, value: Any) -> None:
+        assert self.db is not None
+        await self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
+
+    async def commit(self) -> str:
+        """Make this build the live one: rename into place, then swap the ``current`` link."""
+        assert self.db is not None
+        await self.db.commit()
+        await self.db.close()
+        self.db = None
+        return await asyncio.to_thread(self._swap)
+
+    def _swap(self) -> str:
+        final = self.builds / self.id
+        os.replace(self.tmp, final)
+        tmp_link = self.root / f".current-{self.id}"
+        os.symlink(os.path.relpath(final, self.root), tmp_link)
+        os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
+        _prune(self.builds, keep={final.name})
+        return final.name
+
+
+def _prune(builds: Path, keep: set[str]) -> None:
+    """Remove abandoned temp folders and old builds (the newest previous one is kept)."""
+    olds = sorted(
+        (p for p in builds.iterdir() if p.name not in keep and not p.name.startswith(".tmp-")),
+        key=lambda p: p.name,
+    )
+    for p in olds[:-1]:
+        shutil.rmtree(p, ignore_errors=True)
+    for p in builds.glob(".tmp-*"):
+        # Only temp folders of dead writers: ours are committed or removed by __aexit__.
+        try:
+            pid = int(p.name.split("-")[2])
+        except (IndexError, ValueError):
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
