@@ -5,6 +5,7 @@ baselines, per split, route, language and kind.
     python benchmarks/eval_devsets.py [--sets marshmallow urfave-cli yargs]
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
+        [--loso]   # with --split tune: each set scored by a ranker fitted on the others
 
 Each set's ``source.yaml`` pins a repository and a commit. Its tree at that commit is made into a
 fresh git repository without history (``git archive``: the fix commits of ``localize.yaml`` are
@@ -14,7 +15,10 @@ instance indexes the set's include globs and its ``issues.json``. Indexing runs 
 embedding cache makes later runs cheap.
 
 The question files are scored apart: ``questions.yaml`` (docs, code and issues routes) and
-``localize.yaml`` (bug reports → the files their fix changed). Writes ``{out}/results.json``
+``localize.yaml`` (bug reports → the files their fix changed). The localization pairs are scored
+on a second instance, ``{set}-loc``, whose tracker leaves out the pull requests that merged the
+pairs' fix commits (``fix_prs``): a new bug report has no fix yet, and the fix's own title and
+changed files would answer it. Writes ``{out}/results.json``
 (every set, split, file, level, system and question), ``{out}/{set}/{file}-{split}.md`` and
 ``{out}/summary.md``; prints the summary.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -81,15 +86,48 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
     return dest
 
 
+def fix_prs(setdir: Path, source: dict[str, Any], mirrors: Path) -> dict[str, int]:
+    """The pull request that merged each fix commit of ``localize.yaml`` (its ``# fix SHA``
+    lines): the fix commit's own subject (``… (#N)`` of a squash merge, ``Merge pull request
+    #N``), else the merge commit on the pinned commit's first-parent line that brought the fix
+    in, else a tracker entry whose title is the fix commit's subject. sha -> N."""
+    gitdir = _gitdir(mirrors, source["repo"])
+    shas = re.findall(r"^# fix ([0-9a-f]{7,40})", (setdir / "localize.yaml").read_text(), re.M)
+    if gitdir is None or not shas:
+        return {}
+    titles = {
+        _norm(i["title"]): i["number"] for i in json.loads((setdir / "issues.json").read_text())
+    }
+    pr = re.compile(r"\(#(\d+)\)\s*$|^Merge pull request #(\d+)")
+    g = ("--git-dir", str(gitdir))
+    out: dict[str, int] = {}
+    for sha in dict.fromkeys(shas):
+        subject = _git(*g, "log", "-1", "--format=%s", sha).stdout.decode().strip()
+        merges = _git(*g, "log", "--merges", "--first-parent", "--ancestry-path", "--format=%s",
+                      f"{sha}..{source['commit']}").stdout.decode().splitlines()  # fmt: skip
+        m = pr.search(subject) or (pr.search(merges[-1]) if merges else None)
+        if m is not None:
+            out[sha] = int(m.group(1) or m.group(2))
+        elif _norm(subject) in titles:
+            out[sha] = titles[_norm(subject)]
+    return out
+
+
+def _norm(title: str) -> str:
+    return re.sub(r"\W+", " ", title.lower()).strip()
+
+
 def instance_file(
     name: str, setdir: Path, repo: Path, inst_dir: Path, pr_files: bool = True,
-    retrieval: dict[str, Any] | None = None,
+    retrieval: dict[str, Any] | None = None, drop: frozenset[int] = frozenset(),
 ) -> None:  # fmt: skip
+    """``drop``: issue numbers left out of the tracker (the localization instance leaves out the
+    pull requests that fixed its bug reports: a new bug report has no fix yet)."""
     source = yaml.safe_load((setdir / "source.yaml").read_text())
     issues = setdir / "issues.json"
-    if not pr_files:  # the tracker without pull requests' changed files (an ablation)
-        data = json.loads(issues.read_text())
-        for item in data:
+    if not pr_files or drop:  # the tracker without pull requests' changed files (an ablation)
+        data = [i for i in json.loads(issues.read_text()) if i["number"] not in drop]
+        for item in data if not pr_files else []:
             item.pop("files", None)
         issues = inst_dir / f"{name}.issues.json"
         inst_dir.mkdir(parents=True, exist_ok=True)
@@ -107,11 +145,29 @@ def instance_file(
     (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
 
 
+def loso_models(held: str, sets: list[str], split: list[str], work: Path) -> dict[str, str]:
+    """A ranker and a kind classifier fitted on the tuning halves of every set but ``held``
+    (``train_ranker.py``), so a tuning half can be scored by models that never saw it."""
+    if split != ["tune"]:
+        raise SystemExit("--loso scores tuning halves: use it with --split tune")
+    others = [s for s in SETS if s != held]
+    d = work / "loso"
+    d.mkdir(parents=True, exist_ok=True)
+    ranker, kinds = d / f"ranker-without-{held}.json", d / f"kinds-without-{held}.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--workdir",
+                    str(work), "--sets", *others, "--split", "tune", "--l2", str(L2),
+                    "--out", str(ranker), "--kinds-out", str(kinds)], check=True,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
+    return {"ranker_file": str(ranker), "kinds_file": str(kinds)}
+
+
 def pick(questions: list[EvalQuestion], split: str) -> list[EvalQuestion]:
     return questions if split == "all" else [q for q in questions if q.split == split]
 
 
 GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
+LOC = "-loc"  # the instance localize.yaml is scored on
+L2 = 0.2  # the shipped ranker's (train_ranker.py --cv chose it)
 
 
 def summary_rows(
@@ -142,13 +198,19 @@ async def run(args: argparse.Namespace) -> int:
     inst_dir = work / "instances"
     out = Path(args.out)
     sets = args.sets
+    fixes: dict[str, dict[str, int]] = {}
     for name in sets:
         setdir = ROOT / "benchmarks" / "devsets" / name
         source = yaml.safe_load((setdir / "source.yaml").read_text())
         repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
-        retrieval = dict(kv.split("=", 1) for kv in args.set or [])
-        instance_file(name, setdir, repo, inst_dir, not args.no_pr_files,
-                      {k: yaml.safe_load(v) for k, v in retrieval.items()})  # fmt: skip
+        retrieval = {k: yaml.safe_load(v) for k, v in
+                     (kv.split("=", 1) for kv in args.set or [])}  # fmt: skip
+        if args.loso:
+            retrieval.update(loso_models(name, sets, args.split, work))
+        instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval)
+        fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
+        instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files, retrieval,
+                      frozenset(fixes[name].values()))  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
         "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | "
@@ -158,17 +220,22 @@ async def run(args: argparse.Namespace) -> int:
     results: dict[str, Any] = {}
     try:
         for name in sets:
-            s = await app.index(name)
-            print(f"{name}: {sum(s.chunks.values())} chunks, {s.seconds:.1f}s "
-                  f"({s.chunks_embedded} embedded)", flush=True)  # fmt: skip
+            for inst in (name, f"{name}{LOC}"):
+                s = await app.index(inst)
+                print(f"{inst}: {sum(s.chunks.values())} chunks, {s.seconds:.1f}s "
+                      f"({s.chunks_embedded} embedded)", flush=True)  # fmt: skip
+            print(f"{name}: localization without the fix pull requests "
+                  f"{sorted(set(fixes[name].values()))}", flush=True)  # fmt: skip
+            results.setdefault(name, {})["fix_prs_left_out"] = fixes[name]
             setdir = ROOT / "benchmarks" / "devsets" / name
             for group, file in GROUPS.items():
+                inst = f"{name}{LOC}" if group == "localize" else name
                 questions = load_questions(setdir / file)
                 for split in args.split:
                     qs = pick(questions, split)
                     runs = {
-                        "retrieval": await compare.compare(app, name, qs, args.k),
-                        "cited": await compare.compare(app, name, qs, args.k, cited=True),
+                        "retrieval": await compare.compare(app, inst, qs, args.k),
+                        "cited": await compare.compare(app, inst, qs, args.k, cited=True),
                     }
                     results.setdefault(name, {}).setdefault(split, {})[group] = {
                         lvl: compare.to_json(r) for lvl, r in runs.items()
@@ -201,6 +268,9 @@ def main() -> int:
         action="store_true",
         help="index the issues without pull requests' changed files (ablation)",
     )
+    ap.add_argument("--loso", action="store_true",
+                    help="score each tuning half with a ranker fitted on the other sets' "
+                    "(leave one set out)")  # fmt: skip
     ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
                     help="retrieval settings for every set, e.g. ranker=hybrid")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))

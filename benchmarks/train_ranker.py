@@ -68,24 +68,26 @@ def kind_of(q: EvalQuestion) -> int:
 
 
 async def collect(app: RepoExpert, name: str, split: str) -> list[Question]:
+    """Every question of the split with its candidates. The localization pairs are asked of
+    ``{set}-loc``, the tracker without the pull requests that fixed them (eval_devsets.py)."""
     setdir = ROOT / "benchmarks" / "devsets" / name
-    qs = [q for f in ("questions.yaml", "localize.yaml") for q in load_questions(setdir / f)
-          if split == "all" or q.split == split]  # fmt: skip
-    await app.index(name)  # current with this code (the embedding cache makes it cheap)
-    reader = await app.reader(name)
-    embedder = app.embedder(name)
-    kinds = await app.kinds(embedder)
-    opt = Options.of(app.instance(name).retrieval)
     out = []
-    for q in qs:
-        pool = await candidates(reader, embedder, q.question, opt, kinds)
-        assert pool.context is not None
-        cands = pool.all()
-        out.append(Question(
-            await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
-            np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
-            np.array([c.score for c in cands]),
-        ))  # fmt: skip
+    for file, inst in (("questions.yaml", name), ("localize.yaml", f"{name}-loc")):
+        qs = [q for q in load_questions(setdir / file) if split == "all" or q.split == split]
+        await app.index(inst)  # current with this code (the embedding cache makes it cheap)
+        reader = await app.reader(inst)
+        embedder = app.embedder(inst)
+        kinds = await app.kinds(embedder)
+        opt = Options.of(app.instance(inst).retrieval)
+        for q in qs:
+            pool = await candidates(reader, embedder, q.question, opt, kinds)
+            assert pool.context is not None
+            cands = pool.all()
+            out.append(Question(
+                await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
+                np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
+                np.array([c.score for c in cands]),
+            ))  # fmt: skip
     return out
 
 

@@ -21,6 +21,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.answer import Answerer, OnText, make_answerer
@@ -82,7 +83,7 @@ class RepoExpert:
         self._readers: dict[str, BuildReader] = {}
         self._open_locks: dict[str, asyncio.Lock] = {}
         self._retired: list[tuple[float, BuildReader]] = []
-        self._kinds: dict[EmbedService, KindModel] = {}
+        self._kinds: dict[tuple[EmbedService, Path | None], KindModel] = {}
 
     # -- instances ---------------------------------------------------------------------------
     def load_instances(self) -> dict[str, Instance]:
@@ -198,19 +199,23 @@ class RepoExpert:
         opt = Options.of(self.instance(name).retrieval, k=k, weights=weights, mode=mode)
         reader = await self.reader(name)
         embedder = self.embedder(name)
-        kinds = await self.kinds(embedder) if mode == "full" else None
+        kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
         found = await retrieve(reader, embedder, question, opt, kinds=kinds)
         found.commit = reader.meta.get("commit")
         return found
 
-    async def kinds(self, embedder: EmbedService) -> KindModel:
-        """The question-kind model of an embedder (its examples embedded once, then cached)."""
-        model = self._kinds.get(embedder)
+    async def kinds(self, embedder: EmbedService, classifier: Path | None = None) -> KindModel:
+        """The question-kind model of an embedder (its examples embedded once, then cached);
+        ``classifier``: ``retrieval.kinds_file``, default the bundled one."""
+        key = (embedder, classifier)
+        model = self._kinds.get(key)
         if model is None:
             async with self._open_locks.setdefault("\0kinds", asyncio.Lock()):
-                model = self._kinds.get(embedder)
+                model = self._kinds.get(key)
                 if model is None:
-                    model = self._kinds[embedder] = await KindModel.build(embedder)
+                    build = KindModel.build(embedder, classifier=classifier) if classifier else (
+                        KindModel.build(embedder))  # fmt: skip
+                    model = self._kinds[key] = await build
         return model
 
     async def search(
@@ -223,7 +228,8 @@ class RepoExpert:
             opt = dataclasses.replace(opt, collections=(collection,))
         reader = await self.reader(name)
         embedder = self.embedder(name)
-        found = await retrieve(reader, embedder, query, opt, kinds=await self.kinds(embedder))
+        kinds = await self.kinds(embedder, opt.config.kinds_file)
+        found = await retrieve(reader, embedder, query, opt, kinds=kinds)
         found.commit = reader.meta.get("commit")
         if collection is not None:
             found.sources = [s for s in found.sources if s.collection == collection]

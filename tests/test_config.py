@@ -101,3 +101,17 @@ def test_duplicate_names_fail(tmp_path: Path) -> None:
 def test_shipped_instances_are_valid() -> None:
     insts = load_all(Path(__file__).parent.parent / "instances")
     assert "repo-expert" in insts
+
+
+def test_a_ranker_file_is_found_beside_the_instance_or_named_as_missing(tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "ranker.json").write_text("{}")
+    inst = load_instance(
+        write(tmp_path, "demo.yaml", "repo: {path: repo}\nretrieval: {ranker_file: ranker.json}\n")
+    )
+    assert inst.retrieval.ranker_file == (tmp_path / "ranker.json").resolve()
+    f = write(tmp_path, "bad.yaml", "repo: {path: repo}\nretrieval: {kinds_file: nope.json}\n")
+    with pytest.raises(ConfigError) as e:
+        load_instance(f)
+    assert str(f) in str(e.value) and "retrieval.kinds_file" in str(e.value)
+    assert "no such file" in str(e.value)

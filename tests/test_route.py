@@ -162,3 +162,18 @@ def test_glossary_stems_leave_english_words_alone() -> None:
     assert english_terms("Is the config compiled or activated at startup?") == []
     assert "build" in english_terms("¿Cómo se construye el índice?")
     assert "atomic" in english_terms("¿es atomico el cambio?")
+
+
+def test_the_glossary_is_data_and_can_be_turned_off() -> None:
+    from importlib import resources
+
+    import yaml
+
+    from core.config import RetrievalConfig
+    from core.retrieve.options import Options
+
+    raw = yaml.safe_load(resources.files("core.retrieve").joinpath("glossary.yaml").read_text())
+    assert raw["es"]["prueba"] == "test tests"
+    assert Options.of(RetrievalConfig()).glossary
+    off = Options.of(RetrievalConfig(glossary=False))
+    assert not off.glossary and not off.glossary_dense

@@ -84,6 +84,15 @@ def load_instance(file: Path) -> Instance:
     inst.source_file = file.resolve()
     if not inst.name:
         inst.name = file.stem
+    r = inst.retrieval
+    for key in ("ranker_file", "kinds_file"):
+        rel = getattr(r, key)
+        if rel is not None:  # relative to the instance file, like every path of the file
+            path = inst.resolve(str(rel))
+            if not path.is_file():
+                raise ConfigError(f"{file}: retrieval.{key}: no such file: {path} (expected a "
+                                  "JSON written by benchmarks/train_ranker.py)")  # fmt: skip
+            setattr(r, key, path)
     return inst
 
 

@@ -226,12 +226,27 @@ class RetrievalConfig(_Model):
         "the external dev sets, core/retrieve/ranker.json) orders the candidates; hybrid: "
         "cosine + lexical_weight × BM25 + exact_bonus − test_penalty, as before it.",
     )
+    ranker_file: Path | None = Field(
+        default=None,
+        description="A ranker fitted elsewhere (benchmarks/train_ranker.py --out FILE) instead of "
+        "the bundled core/retrieve/ranker.json.",
+    )
+    kinds_file: Path | None = Field(
+        default=None,
+        description="A question-kind classifier fitted elsewhere (train_ranker.py --kinds-out "
+        "FILE) instead of the bundled core/retrieve/kinds.json.",
+    )
     per_file: int = Field(
         default=2,
         ge=0,
         le=50,
         description="At most this many chunks of one file or thread among the sources while "
         "other files have candidates (0: no limit).",
+    )
+    glossary: bool = Field(
+        default=True,
+        description="Expand non-English questions with the English terms of their software words "
+        "(core/retrieve/glossary.yaml) for the lexical query and the embedded question.",
     )
     graph: bool = Field(
         default=True,

@@ -42,7 +42,14 @@ class Options:
         weights: Mapping[Collection, float] | None = None,
         mode: Mode = "full",
     ) -> Options:
-        return cls(config, k or config.k, mode, {**config.weights, **(weights or {})})
+        return cls(
+            config,
+            k or config.k,
+            mode,
+            {**config.weights, **(weights or {})},
+            glossary=config.glossary,
+            glossary_dense=config.glossary,
+        )
 
     def weights_for(self, route_weights: Mapping[Collection, float]) -> dict[Collection, float]:
         """Per-collection weights for fusion: the route's times the static ones (the baselines

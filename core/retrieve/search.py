@@ -101,7 +101,9 @@ async def retrieve(
     pool = await candidates(reader, embedder, question, opt, kinds, route, timings)
     route, found, weights = pool.route, pool.found, pool.weights
     t = time.perf_counter()
-    ranker = load() if opt.mode == "full" and opt.config.ranker == "learned" else None
+    ranker = None
+    if opt.mode == "full" and opt.config.ranker == "learned":
+        ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
     if ranker is not None:
         rerank(pool, ranker, opt.config.test_penalty)
     slots: dict[Collection, int]
