@@ -199,18 +199,20 @@ async def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     sets = args.sets
     fixes: dict[str, dict[str, int]] = {}
-    for name in sets:
-        setdir = ROOT / "benchmarks" / "devsets" / name
-        source = yaml.safe_load((setdir / "source.yaml").read_text())
-        repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
-        retrieval = {k: yaml.safe_load(v) for k, v in
-                     (kv.split("=", 1) for kv in args.set or [])}  # fmt: skip
-        if args.loso:
-            retrieval.update(loso_models(name, sets, args.split, work))
-        instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval)
-        fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
-        instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files, retrieval,
-                      frozenset(fixes[name].values()))  # fmt: skip
+    settings = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set or [])}
+    # Every instance first (the leave-one-set-out fits read the other sets' instances), then the
+    # held-out models, written into each set's own instances.
+    for loso in (False, True) if args.loso else (False,):
+        for name in SETS if args.loso and not loso else sets:
+            setdir = ROOT / "benchmarks" / "devsets" / name
+            source = yaml.safe_load((setdir / "source.yaml").read_text())
+            repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
+            retrieval = {**loso_models(name, sets, args.split, work), **settings} if loso else (
+                settings)  # fmt: skip
+            instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval)
+            fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
+            instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files,
+                          retrieval, frozenset(fixes[name].values()))  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
         "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | "

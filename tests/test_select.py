@@ -82,3 +82,19 @@ def test_diversity_keeps_one_file_from_taking_every_slot() -> None:
     ] == [hits["code"][0], hits["code"][3]]  # type: ignore[arg-type]
     none, slots = select({"docs": hits["code"][:1]}, 0, 0.0, per_doc={"docs": 1})  # type: ignore[arg-type]
     assert none == [] and sum(slots.values()) == 0  # no slot: nothing, not one anyway
+
+
+def test_a_bug_report_gets_one_chunk_per_file_and_the_baselines_no_limit() -> None:
+    from core.config import RetrievalConfig
+    from core.retrieve.options import Options
+    from core.retrieve.search import per_doc_limits
+
+    opt = Options.of(RetrievalConfig())
+    how = {"howto": 0.7, "code": 0.2, "issues": 0.05, "bug": 0.05}
+    bug = {"howto": 0.05, "code": 0.1, "issues": 0.05, "bug": 0.8}
+    assert per_doc_limits(opt, how) == {"docs": 2, "code": 2, "issues": 2}
+    assert per_doc_limits(opt, bug) == {"docs": 2, "code": 1, "issues": 2}
+    off = Options.of(RetrievalConfig(per_file_bug=0))
+    assert per_doc_limits(off, bug) == {"docs": 2, "code": 2, "issues": 2}
+    assert per_doc_limits(Options.of(RetrievalConfig(), mode="bm25"), bug) is None
+    assert per_doc_limits(Options.of(RetrievalConfig(per_file=0)), bug) is None

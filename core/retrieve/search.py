@@ -20,6 +20,9 @@ from core.retrieve.kinds import KINDS, KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, load, matrix
+
+# Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
+BUG = 0.5
 from core.store.base import BuildReader
 
 
@@ -115,8 +118,7 @@ async def retrieve(
     elif opt.mode == "full" and route.hop and route.issues:
         chosen, slots = await _issue_hop(reader, embedder, route, found, opt, weights, timings)
     else:
-        limit = opt.config.per_file
-        per_doc = dict.fromkeys(COLLECTIONS, limit) if limit and opt.mode == "full" else None
+        per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
         chosen, slots = select(
             found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span
@@ -138,6 +140,22 @@ async def retrieve(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},
         timings_ms=timings, query=question,
     )  # fmt: skip
+
+
+def per_doc_limits(
+    opt: Options, kinds: dict[str, float] | None
+) -> dict[Collection, int] | None:
+    """At most how many chunks of one file or thread each collection may give (None: no limit;
+    the baselines have none)."""
+    limit = opt.config.per_file
+    if not limit or opt.mode != "full":
+        return None
+    per_doc = dict.fromkeys(COLLECTIONS, limit)
+    if kinds is not None and kinds.get("bug", 0.0) >= BUG and opt.config.per_file_bug:
+        # A bug report is answered with the files most likely to hold the bug: one chunk each
+        # (by default), so six sources are six candidate files.
+        per_doc["code"] = opt.config.per_file_bug
+    return per_doc
 
 
 async def _issue_hop(
