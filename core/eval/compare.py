@@ -34,8 +34,10 @@ SYSTEMS = ("grep", "bm25", "dense", "rrf", "full")
 class GrepBaseline:
     """Case-insensitive term search over whole files and issues, as a developer would."""
 
+    GREP_LINES = 40  # matching lines shown per file, as ``grep`` would print them
+
     def __init__(self, units: dict[str, tuple[Collection, str, Source]]):
-        self.units = units  # key -> (collection, full text lower-cased, a source to report)
+        self.units = units  # key -> (collection, full text, a source to report)
         self.n = max(len(units), 1)
 
     @classmethod
@@ -52,7 +54,7 @@ class GrepBaseline:
                     collection=c.collection, title=c.path or c.title, url=c.url, text="",
                     score=0.0, path=c.path, issue=c.issue,
                 )  # fmt: skip
-        return cls({k: (colls[k], "\n".join(v).lower(), first[k]) for k, v in texts.items()})
+        return cls({k: (colls[k], "\n".join(v), first[k]) for k, v in texts.items()})
 
     def terms(self, question: str) -> list[str]:
         r = analyse(question)
@@ -63,20 +65,24 @@ class GrepBaseline:
 
     def search(self, question: str, k: int) -> Retrieval:
         terms = self.terms(question)
-        df = {t: sum(1 for _, txt, _ in self.units.values() if t in txt) for t in terms}
+        lowered = {key: txt.lower() for key, (_c, txt, _s) in self.units.items()}
+        df = {t: sum(1 for txt in lowered.values() if t in txt) for t in terms}
         scored = []
-        for _key, (_c, txt, src) in self.units.items():
-            matched = [t for t in terms if df[t] and t in txt]
+        for key, (_c, txt, src) in self.units.items():
+            low = lowered[key]
+            matched = [t for t in terms if df[t] and t in low]
             if not matched:
                 continue
             idf = sum(math.log(1 + self.n / df[t]) for t in matched)
-            count = sum(len(re.findall(re.escape(t), txt)) for t in matched)
-            scored.append((idf, count, src))
+            count = sum(len(re.findall(re.escape(t), low)) for t in matched)
+            scored.append((idf, count, src, txt, matched))
         scored.sort(key=lambda x: (x[0], x[1]), reverse=True)
         sources = []
-        for idf, _, src in scored[:k]:
-            s = Source(**{**src.__dict__, "score": idf})
-            sources.append(s)
+        for idf, _, src, txt, matched in scored[:k]:
+            # What grep prints: the file's lines that hold a term (an answerer quotes from them).
+            lines = [ln for ln in txt.splitlines() if any(t in ln.lower() for t in matched)]
+            text = "\n".join(lines[: self.GREP_LINES])
+            sources.append(Source(**{**src.__dict__, "score": idf, "text": text}))
         return Retrieval(sources=sources)
 
 

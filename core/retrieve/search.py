@@ -20,10 +20,10 @@ from core.retrieve.kinds import KINDS, KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, load, matrix
+from core.store.base import BuildReader
 
 # Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
 BUG = 0.5
-from core.store.base import BuildReader
 
 
 @dataclass
@@ -142,9 +142,7 @@ async def retrieve(
     )  # fmt: skip
 
 
-def per_doc_limits(
-    opt: Options, kinds: dict[str, float] | None
-) -> dict[Collection, int] | None:
+def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
     """At most how many chunks of one file or thread each collection may give (None: no limit;
     the baselines have none)."""
     limit = opt.config.per_file
