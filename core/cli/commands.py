@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import watch
@@ -84,6 +85,7 @@ async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
 async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
     from core.eval import compare
 
+    compare.need_chart()  # before the long part, not after it
     out = Path(args.report) if args.report else app.layout.eval_reports(args.name)
     levels = [False, True] if args.cited else [False]
     runs = {cited: await compare.compare(app, args.name, questions, args.k, cited=cited)
@@ -140,9 +142,11 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     # Answer each question through the service (the instance's llm and retrieval.k) and judge
     # it on the evidence its answerer saw.
     svc = app.embedder(args.name)
+    answerer = app.answerer_for(args.name)
     judge = make_judge(
-        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages)
-    )
+        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages),
+        chat=answerer.model if isinstance(answerer, LLMAnswerer) else None,
+    )  # fmt: skip
     judged = await run_judged(questions, lambda q: app.ask(args.name, q), judge)
     if args.json:
         print(json.dumps({**report.to_json(), "judge": judged.to_json()}, indent=2,
@@ -239,7 +243,7 @@ async def cmd_api_key(app: RepoExpert, args: argparse.Namespace) -> int:
     from core.config import ApiKey, hash_key
 
     key = "rx-" + secrets.token_urlsafe(32)
-    names = [n.strip() for n in args.instances.split(",") if n.strip()]
+    names = [n.strip() for n in args.key_instances.split(",") if n.strip()]
     entry = ApiKey(name=args.name, sha256=hash_key(key), instances=names or ["*"])
     print(f"API key for {entry.name} (shown only now; give it to the caller):\n  {key}\n")
     print("Add it to the settings file (serve --config FILE), under api.keys:")

@@ -100,7 +100,8 @@ def render_sources(sources: list[Source]) -> str:
         title = "" if s.collection == "issues" else f" — {s.title}" if s.title != s.path else ""
         if s.collection == "issues":
             where = s.title
-        out.append(f"[{s.n}] {where}{title}\n    {s.url}")
+        link = f"\n    {s.url}" if s.is_link() else ""  # else `where` is the pinned place
+        out.append(f"[{s.n}] {where}{title}{link}")
     return "\n".join(out)
 
 
