@@ -43,7 +43,7 @@ async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
-    progress = None if args.quiet else ProgressBar()
+    progress = None if args.quiet or args.json else ProgressBar()
     report = await app.sync(args.name, SyncRequest(full=args.full), progress=progress)
     assert report.summary is not None
     s = report.summary
@@ -55,7 +55,7 @@ async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-async def _ensure_index(app: RepoExpert, name: str) -> None:
+async def _ensure_index(app: RepoExpert, name: str, quiet: bool = False) -> None:
     """``ask`` and ``eval`` build the index when there is none, or when another embedder built
     it (an upgrade): a person at a terminal would run ``index`` next anyway. (A bot refuses the
     old index instead: it must not stall a channel for a rebuild.)"""
@@ -68,12 +68,12 @@ async def _ensure_index(app: RepoExpert, name: str) -> None:
         except IndexError_ as e:
             reason = f"{e} — rebuilding it now"
     print(reason, file=sys.stderr)
-    s = await app.index(name, progress=ProgressBar())
+    s = await app.index(name, progress=ProgressBar(enabled=False if quiet else None))
     print(format_summary(s), file=sys.stderr)
 
 
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
-    await _ensure_index(app, args.name)
+    await _ensure_index(app, args.name, quiet=args.json)
     answer = await app.ask(args.name, args.question)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
@@ -121,7 +121,7 @@ def _select(questions: list[Any], split: str | None) -> list[Any]:
 
 async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     questions = _select(load_questions(Path(args.questions)), args.split)
-    await _ensure_index(app, args.name)
+    await _ensure_index(app, args.name, quiet=args.json)
     if args.compare:
         return await _compare(app, args, questions)
 
