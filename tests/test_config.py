@@ -101,3 +101,36 @@ def test_duplicate_names_fail(tmp_path: Path) -> None:
 def test_shipped_instances_are_valid() -> None:
     insts = load_all(Path(__file__).parent.parent / "instances")
     assert "repo-expert" in insts
+
+
+def test_every_problem_of_a_file_in_one_run(tmp_path: Path, monkeypatch) -> None:
+    """An unset ${VAR} does not stop validation: the misspelt key, the wrong type and the
+    unset variable are reported together, each with its key and what was expected."""
+    monkeypatch.delenv("RX_UNSET_TOKEN", raising=False)
+    f = write(
+        tmp_path, "three.yaml",
+        "repo: {path: ., token: '${RX_UNSET_TOKEN}'}\nretrieval: {kk: 3, k: many}\n"
+        "web_url: '${RX_UNSET_URL}'\n",
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        load_instance(f)
+    lines = str(e.value).splitlines()
+    assert lines[0] == f"{f}: invalid instance configuration (4 problems)"
+    body = "\n".join(lines[1:])
+    assert "repo.token: environment variable RX_UNSET_TOKEN is not set" in body
+    assert "web_url: environment variable RX_UNSET_URL is not set" in body
+    assert "retrieval.kk: unknown key" in body
+    assert "retrieval.k: Input should be a valid integer" in body and "'many'" in body
+    assert "expected an http(s) URL" not in body  # the unset value itself is not judged
+
+
+def test_instances_reports_every_bad_file(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "repo: {path: .}\nretrieval: {k: 0}\n")
+    write(tmp_path, "b.yaml", "repo: {path: .}\nllm: {provider: nobody}\n")
+    write(tmp_path, "c.yaml", "repo: {path: .}\n")
+    with pytest.raises(ConfigError) as e:
+        load_all(tmp_path)
+    msg = str(e.value)
+    assert "a.yaml: invalid" in msg and "retrieval.k" in msg
+    assert "b.yaml: invalid" in msg and "llm.provider" in msg
+    assert "c.yaml" not in msg
