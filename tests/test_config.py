@@ -134,3 +134,19 @@ def test_instances_reports_every_bad_file(tmp_path: Path) -> None:
     assert "a.yaml: invalid" in msg and "retrieval.k" in msg
     assert "b.yaml: invalid" in msg and "llm.provider" in msg
     assert "c.yaml" not in msg
+
+
+def test_the_data_folder_defaults_to_the_instances_folders(tmp_path: Path, monkeypatch) -> None:
+    from core.config import Settings
+
+    monkeypatch.delenv("REPO_EXPERT_DATA", raising=False)
+    monkeypatch.delenv("REPO_EXPERT_INSTANCES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    s = Settings.from_env("instances")
+    assert s.data_dir == tmp_path / "instances" / ".repo-expert"
+    assert Settings.from_env("instances", "elsewhere").data_dir == Path("elsewhere")
+    # an index of an earlier version, in the current directory, is still found (with a warning)
+    (tmp_path / ".repo-expert").mkdir()
+    assert Settings.from_env("instances").data_dir == tmp_path / ".repo-expert"
+    (tmp_path / "instances" / ".repo-expert").mkdir(parents=True)
+    assert Settings.from_env("instances").data_dir == tmp_path / "instances" / ".repo-expert"

@@ -11,6 +11,7 @@ default embedder; each feature must fail with one line naming its extra, never a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -47,7 +48,8 @@ def run_light(
     )
     return subprocess.run(
         [sys.executable, "-c", code, "--instances", str(tmp / "instances"), *args],
-        capture_output=True, text=True, timeout=600, check=False, cwd=ROOT,
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
 
 

@@ -3,6 +3,7 @@ that name the file, the key path and what was expected (never a secret's value).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from core.config.schema import Instance
 from core.errors import ConfigError, InstanceNotFound
 
 _M = TypeVar("_M", bound=BaseModel)
+
+log = logging.getLogger(__name__)
 
 DEFAULT_INSTANCES_DIR = "instances"
 DEFAULT_DATA_DIR = ".repo-expert"
@@ -153,10 +156,17 @@ class Settings:
     def from_env(cls, instances: str | None = None, data: str | None = None) -> Settings:
         folder = Path(instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR)
         where = data or os.environ.get("REPO_EXPERT_DATA")
-        return cls(
-            instances_dir=folder,
-            data_dir=Path(where) if where else folder.absolute() / DEFAULT_DATA_DIR,
-        )
+        if where:
+            return cls(instances_dir=folder, data_dir=Path(where))
+        default = folder.absolute() / DEFAULT_DATA_DIR
+        legacy = Path.cwd() / DEFAULT_DATA_DIR  # the earlier default: in the current directory
+        if not default.exists() and legacy.is_dir() and legacy != default:
+            log.warning(
+                "using the data folder %s of an earlier version (index, conversations); the "
+                "default is now %s: move it there, or pass --data", legacy, default
+            )  # fmt: skip
+            default = legacy
+        return cls(instances_dir=folder, data_dir=default)
 
 
 def instance_files(directory: Path) -> list[Path]:
