@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import logging
 import sys
+import textwrap
 from importlib import metadata
 
 import core
@@ -118,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, examples: str, parents: argparse.ArgumentParser = glob
                 ) -> argparse.ArgumentParser:  # fmt: skip
         return sub.add_parser(
-            name, help=help, description=help, parents=[parents],
+            name, help=help, description=textwrap.fill(help, 88), parents=[parents],
             epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter,
         )  # fmt: skip
 
