@@ -24,6 +24,7 @@ SEP = " › "
 
 # CommonMark, tables on: a table row is never mistaken for a setext heading's text.
 _MD = MarkdownIt("commonmark").enable("table")
+_TAGS_ONLY = re.compile(r"\s*(?:</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>\s*)+")
 _RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
 
 
@@ -64,7 +65,7 @@ def _markdown_sections(lines: list[str]) -> list[Section]:
         if tok.type != "heading_open" or tok.level != 0 or tok.map is None:
             continue
         start, end = first + tok.map[0], first + tok.map[1]  # 0-based, end exclusive
-        level, title = int(tok.tag[1]), " ".join(tokens[i + 1].content.split())
+        level, title = int(tok.tag[1]), _heading_text(tok.markup, tokens[i + 1].content)
         sections[-1].lines.extend(lines[pos:start])
         while stack and stack[-1][0] >= level:
             stack.pop()
@@ -73,6 +74,16 @@ def _markdown_sections(lines: list[str]) -> list[Section]:
         pos = end
     sections[-1].lines.extend(lines[pos:])
     return sections
+
+
+def _heading_text(markup: str, content: str) -> str:
+    """A heading's text on one line. A setext heading's lines that hold only HTML tags (the
+    ``<a name="x"></a>`` anchor line above the title) are left out; an ATX heading is kept as
+    written (its heading path as before markdown-it-py)."""
+    lines = content.splitlines()
+    if markup.startswith(("=", "-")):
+        lines = [ln for ln in lines if not _TAGS_ONLY.fullmatch(ln)] or lines
+    return " ".join(" ".join(lines).split())
 
 
 def _rst_sections(lines: list[str]) -> list[Section]:
@@ -119,8 +130,6 @@ def _rst_sections(lines: list[str]) -> list[Section]:
 
 def _clean_title(t: str) -> str:
     t = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", t)  # [text](link) -> text
-    # inline HTML tags: <a name="x"></a>Title -> Title (not "<message|command>")
-    t = re.sub(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>", "", t)
     return t.strip().strip("`*_").strip() or "(untitled)"
 
 
