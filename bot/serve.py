@@ -12,23 +12,23 @@ import asyncio
 import logging
 import os
 from collections.abc import Awaitable, Mapping
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import aiohttp
-import discord
 from aiohttp import web
-from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 
 from core.errors import ConfigError, RepoExpertError
 from core.service import RepoExpert
 from core.store.conversations import ConversationStore
 
 from .common import ChatCore
-from .discord import DiscordBot
 from .settings import ServeConfig, SlackSettings
-from .slack import SlackBot
+
+# Each platform's SDK is imported where it runs: `serve slack` needs only the slack extra.
+if TYPE_CHECKING:
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from .slack import SlackBot
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,11 @@ async def run_slack(
     core: ChatCore, s: SlackSettings, env: Mapping[str, str], client: AsyncWebClient | None = None
 ) -> None:
     """Until cancelled. ``client``: the Web API client (default: slack.com with the bot token)."""
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+    from slack_sdk.errors import SlackApiError
+
+    from .slack import SlackBot
+
     mode = slack_mode(s, env)
     token, secret = env["SLACK_BOT_TOKEN"], env.get("SLACK_SIGNING_SECRET")
     bot = SlackBot.create(core, s, token, secret, client=client)
@@ -136,6 +141,10 @@ def http_app(bot: SlackBot, s: SlackSettings, port: int) -> web.Application:
 
 
 async def run_discord(core: ChatCore, config: ServeConfig, env: Mapping[str, str]) -> None:
+    import discord
+
+    from .discord import DiscordBot
+
     bot = DiscordBot(core, config.discord)
     async with bot:
         try:

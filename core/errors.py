@@ -2,7 +2,8 @@
 
     RepoExpertError                 base: every error we raise on purpose
     ├── ConfigError                 an instance or settings file is invalid (file, key path, what
-    │                               was expected), or a setting the environment must supply is not
+    │   │                           was expected), or a setting the environment must supply is not
+    │   └── MissingExtra            a feature's optional package is not installed (names the extra)
     ├── InstanceNotFound            no instance by that name
     ├── NotAllowed                  an instance asked where its access rules do not allow it
     ├── PathNotAllowed              a file asked for by path is outside the repository or not one
@@ -39,6 +40,13 @@ class RepoExpertError(Exception):
 
 class ConfigError(RepoExpertError):
     """An instance configuration (or another settings file) is invalid."""
+
+
+class MissingExtra(ConfigError):
+    """A feature needs an optional package that is not installed; the message names the extra
+    that brings it (``core/extras.py``)."""
+
+    user_line = "this feature is not installed on the server"
 
 
 class InstanceNotFound(RepoExpertError):

@@ -100,10 +100,17 @@ class Source:
     chunk_id: int | None = None
     n: int = 0  # citation number, set by the answerer
 
+    def is_link(self) -> bool:
+        """Whether ``url`` is a web link (else it is ``path:lines @ <short sha>``)."""
+        return self.url.startswith(("http://", "https://"))
+
     def location(self) -> str:
-        """A short human label: ``path:10-20`` or ``#42``."""
+        """A short human label: ``path:10-20``, ``#42`` — or, when the repository has no web
+        URL, the pinned place that stands in for a link: ``path:10-20 @ 1a2b3c4``."""
         if self.issue is not None:
             return f"#{self.issue}"
+        if self.url and not self.is_link() and self.path and self.url.startswith(self.path):
+            return self.url
         if self.path and self.start_line is not None:
             if self.end_line in (None, self.start_line):
                 return f"{self.path}:{self.start_line}"

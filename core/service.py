@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.answer import Answerer, OnText, make_answerer
+from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed import EmbedService, embed_service
@@ -143,9 +143,10 @@ class RepoExpert:
         address (web URL, else the clone URL; never a local path or a token), indexed commit."""
         inst = self.instance(name)
         meta = await self.store.live_meta(name)
+        address = await asyncio.to_thread(public_address, inst)  # may ask git for the remote
         return {
             "name": inst.name, "description": inst.description,
-            "repository": public_address(inst),
+            "repository": address,
             "indexed": meta is not None, "commit": (meta or {}).get("commit"),
             "built_at": (meta or {}).get("built_at"),
         }  # fmt: skip
@@ -332,3 +333,7 @@ class RepoExpert:
         for svc in self._owned:  # services this object took from the process registry
             svc.close()
         self._owned.clear()
+        for a in self._answerers.values():  # each model's SDK client and its connections
+            if isinstance(a, LLMAnswerer):
+                await a.model.aclose()
+        self._answerers.clear()

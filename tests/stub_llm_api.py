@@ -45,6 +45,7 @@ class Request:
     headers: dict[str, str]
     body: dict[str, Any]
     at: float
+    peer: Any = None  # the client's (host, port): one port for requests on one connection
 
     @property
     def system(self) -> str:
@@ -98,8 +99,9 @@ class StubLLMServer(LocalServer):
         raw = await request.read()
         body = json.loads(raw or b"{}")
         path = request.path
+        peer = request.transport.get_extra_info("peername") if request.transport else None
         req = Request(path, {k.lower(): v for k, v in request.headers.items()}, body,
-                      time.monotonic())  # fmt: skip
+                      time.monotonic(), peer)  # fmt: skip
         self.requests.append(req)
         reply = self._reply(req)
         if reply.delay:

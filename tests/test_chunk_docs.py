@@ -49,6 +49,31 @@ def test_setext_and_rst_headings() -> None:
     assert titles == ["Guide", "Guide › Install", "Guide › Install › Extras"]
 
 
+def test_markdown_is_read_as_commonmark_reads_it() -> None:
+    """markdown-it-py's tokens, not line patterns: a `#` line in an HTML comment, an indented
+    code block or a block quote is no heading; a setext heading whose text follows an anchor
+    line is one (its tag left out of the title), and so is a two-line one; closing hashes go, a
+    `#` inside the title stays; front matter is skipped."""
+    md = (
+        "---\ntitle: x\n---\n"  # 1-3
+        "# Guide\n\nIntro.\n\n"  # 4-7
+        "<!--\n# Not a section\n-->\n\n"  # 8-11
+        "    # indented code\n\n"  # 12-13
+        "> # quoted\n\n"  # 14-15
+        '<a name="stop"></a>\nStop parsing\n------------\n\nUse --.\n\n'  # 16-21
+        "## Using C# ##\nTips.\n\n"  # 22-24
+        "A two-line\nsetext title\n=====\n\nEnd.\n"  # 25-29
+    )
+    chunks = chunk_doc("g.md", md, words, 200)
+    assert [(c.title, c.piece.start_line, c.piece.end_line) for c in chunks] == [
+        ("Guide", 4, 14),
+        ("Guide › Stop parsing", 16, 20),
+        ("Guide › Using C#", 22, 23),
+        ("A two-line setext title", 25, 29),
+    ]
+    assert "# Not a section" in chunks[0].piece.text and "title: x" not in chunks[0].piece.text
+
+
 def test_long_section_splits_at_sentences_with_heading_repeated() -> None:
     sentences = [f"Sentence number {i} explains the retry option in detail." for i in range(60)]
     md = "# Guide\n\n## Retries\n\n" + " ".join(sentences) + "\n"

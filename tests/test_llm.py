@@ -508,3 +508,29 @@ def test_llm_settings_are_validated() -> None:
         Instance.model_validate({"repo": {"path": "."}, "llm": {"base_url": "localhost:11434"}})
     inst = Instance.model_validate({"repo": {"path": "."}, "llm": {"api_key": "", "model": ""}})
     assert inst.llm.api_key is None and inst.llm.model is None and inst.llm.provider == "extractive"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_one_sdk_client_per_model_keeps_its_connection(
+    sample, stub, provider, monkeypatch
+) -> None:
+    """Answers, streamed or not, go through one SDK client, so one kept-alive connection (one
+    client port at the server) rather than a new connection per answer; closing the service
+    closes it, and a later answer opens a new one."""
+    app = use_llm(sample, stub, provider, monkeypatch)
+    stub.responder = lambda req: Reply(
+        f"The default timeout is thirty seconds [{block_number(req, 'thirty seconds')}]."
+    )
+
+    async def preview(text: str) -> None:
+        return None
+
+    for q in ("What is the default timeout?", "Where is the timeout set?"):
+        assert (await app.ask("widget", q)).sources
+    assert (await app.ask("widget", "And its default?", on_text=preview)).sources
+    assert stub.errors == [] and stub.count() == 3
+    assert len({r.peer for r in stub.requests}) == 1, [r.peer for r in stub.requests]
+    answerer = app.answerer_for("widget")
+    await app.close()
+    assert answerer.model._sdk is None  # type: ignore[attr-defined]

@@ -101,7 +101,7 @@ async def test_a_changed_file_without_a_commit_to_read_it_at_is_refused(tmp_path
         await app.index("plain")
         got = await app.read_source("plain", "notes.md")
         assert got.commit is None and "First version." in got.text
-        assert got.url == "notes.md#L1-L3"  # no web_url: the bare path
+        assert got.url == "notes.md:1-3"  # no web_url and no git: where it is, not a link
         (files / "notes.md").write_text("# Notes\n\nSecond version.\n")
         with pytest.raises(IndexError_, match="changed since instance 'plain' was indexed"):
             await app.read_source("plain", "notes.md")

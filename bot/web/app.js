@@ -105,8 +105,14 @@ function renderAnswer(box, text, turn) {
   }
 }
 
+function isLink(url) {
+  return /^https?:\/\//.test(url || "");
+}
+
 function where(s) {
   if (s.issue !== null && s.issue !== undefined) return `#${s.issue}`;
+  // without a web URL, `url` is the pinned place itself: "path:9-12 @ 1a2b3c4"
+  if (s.url && !isLink(s.url) && s.path && s.url.startsWith(s.path)) return s.url;
   if (s.path && s.start_line) {
     return s.end_line && s.end_line !== s.start_line
       ? `${s.path}:${s.start_line}-${s.end_line}` : `${s.path}:${s.start_line}`;
@@ -124,8 +130,10 @@ function renderSources(card, sources, turn) {
       ? s.title.replace(/^#\d+\s+/, "") : s.title;
     const title = heading && heading !== s.path && heading !== label ? ` — ${heading}` : "";
     const item = el("li", { id: `s-${turn}-${s.n}`, value: String(s.n) },
-      el("a", { href: s.url, target: "_blank", rel: "noopener noreferrer", class: "source",
-                text: label }),
+      isLink(s.url)
+        ? el("a", { href: s.url, target: "_blank", rel: "noopener noreferrer", class: "source",
+                    text: label })
+        : el("span", { class: "source", text: label }),
       title,
       el("details", {}, el("summary", { text: "Quoted text" }), el("pre", { text: s.text })));
     list.append(item);

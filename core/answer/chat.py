@@ -11,6 +11,10 @@ a request that takes longer than ``timeout`` is abandoned and not retried (the p
 waiting). Errors are :class:`~core.errors.LLMError` with one line built by us — status, the
 server's message cut short — with the API key scrubbed out; the key is never logged.
 
+One SDK client per configured model: a :class:`ChatModel` opens its client on first use and
+keeps it (its connection pool with it) for every later request, until :meth:`aclose`; a client
+is bound to the event loop it was opened on, so a model used from another loop opens a new one.
+
 Streaming: given ``on_text``, a model is asked for a streamed reply (OpenAI ``stream=True``,
 Anthropic ``stream=True``) and ``on_text(text_so_far)`` is awaited as the deltas arrive. A
 retried request starts its preview again from the empty string.
@@ -31,6 +35,7 @@ from core.answer.base import OnText
 from core.answer.citations import clip
 from core.config import LLMConfig
 from core.errors import ConfigError, LLMError
+from core.extras import need
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +51,10 @@ class ChatModel(Protocol):
     async def complete(
         self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
     ) -> str: ...
+
+    async def aclose(self) -> None:
+        """Close the SDK client (its connections); the model opens a new one if used again."""
+        ...
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -65,7 +74,7 @@ def _host(base_url: str | None, default: str) -> str:
 
 
 class _SDKChat:
-    """The retry loop and error mapping both SDKs share."""
+    """The retry loop and error mapping both SDKs share. ``provider`` is also the SDK's module."""
 
     provider = ""
     default_host = ""
@@ -75,6 +84,26 @@ class _SDKChat:
         self.model = model
         self._key = api_key
         self.label = f"{self.provider} {model} at {_host(cfg.base_url, self.default_host)}"
+        # a missing SDK fails here, when the answerer is made, naming the extra
+        self._module = need(self.provider, "llm", f"llm.provider {self.provider}")
+        self._sdk: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _new_client(self) -> Any:
+        """A new SDK client for this model (the SDK's own retries off: ours are above)."""
+        raise NotImplementedError
+
+    def client(self) -> Any:
+        """This model's SDK client: opened once, reused by every request on this event loop."""
+        loop = asyncio.get_running_loop()
+        if self._sdk is None or self._loop is not loop:
+            self._sdk, self._loop = self._new_client(), loop
+        return self._sdk
+
+    async def aclose(self) -> None:
+        sdk, self._sdk, self._loop = self._sdk, None, None
+        if sdk is not None:
+            await sdk.close()
 
     async def _once(
         self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
@@ -162,39 +191,40 @@ class OpenAIChat(_SDKChat):
     provider = "openai"
     default_host = "api.openai.com"
 
+    def _new_client(self) -> Any:
+        return self._module.AsyncOpenAI(
+            api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout, max_retries=0
+        )
+
     async def _once(
         self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
     ) -> str:
-        from openai import AsyncOpenAI
-
-        async with AsyncOpenAI(
-            api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout, max_retries=0
-        ) as client:
-            extra: dict[str, Any] = {}
-            if self.cfg.temperature is not None:
-                extra["temperature"] = self.cfg.temperature
-            if on_text is not None:
-                parts: list[str] = []
-                # (typed as Any: the SDKs' overloads don't resolve with the arguments above)
-                stream: Any = await client.chat.completions.create(
-                    model=self.model,
-                    messages=[{"role": "system", "content": system}, *messages],  # type: ignore[list-item]
-                    max_tokens=self.cfg.max_answer_tokens,
-                    stream=True,
-                    **extra,
-                )
-                async for chunk in stream:
-                    delta = chunk.choices[0].delta.content if chunk.choices else None
-                    if delta:
-                        parts.append(delta)
-                        await on_text("".join(parts))
-                return "".join(parts)
-            resp = await client.chat.completions.create(
+        client = self.client()
+        extra: dict[str, Any] = {}
+        if self.cfg.temperature is not None:
+            extra["temperature"] = self.cfg.temperature
+        if on_text is not None:
+            parts: list[str] = []
+            # (typed as Any: the SDKs' overloads don't resolve with the arguments above)
+            stream: Any = await client.chat.completions.create(
                 model=self.model,
-                messages=[{"role": "system", "content": system}, *messages],  # type: ignore[list-item]
+                messages=[{"role": "system", "content": system}, *messages],
                 max_tokens=self.cfg.max_answer_tokens,
+                stream=True,
                 **extra,
             )
+            async for chunk in stream:
+                delta = chunk.choices[0].delta.content if chunk.choices else None
+                if delta:
+                    parts.append(delta)
+                    await on_text("".join(parts))
+            return "".join(parts)
+        resp = await client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "system", "content": system}, *messages],
+            max_tokens=self.cfg.max_answer_tokens,
+            **extra,
+        )
         if not resp.choices:
             return ""
         return resp.choices[0].message.content or ""
@@ -204,38 +234,39 @@ class AnthropicChat(_SDKChat):
     provider = "anthropic"
     default_host = "api.anthropic.com"
 
+    def _new_client(self) -> Any:
+        return self._module.AsyncAnthropic(
+            api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout, max_retries=0
+        )
+
     async def _once(
         self, system: str, messages: list[dict[str, str]], on_text: OnText | None = None
     ) -> str:
-        from anthropic import AsyncAnthropic
-
-        async with AsyncAnthropic(
-            api_key=self._key, base_url=self.cfg.base_url, timeout=self.cfg.timeout, max_retries=0
-        ) as client:
-            # This SDK has no temperature parameter; the Messages API takes it in the body.
-            extra = {} if self.cfg.temperature is None else {"temperature": self.cfg.temperature}
-            if on_text is not None:
-                parts: list[str] = []
-                stream: Any = await client.messages.create(
-                    model=self.model,
-                    system=system,
-                    messages=messages,  # type: ignore[arg-type]
-                    max_tokens=self.cfg.max_answer_tokens,
-                    extra_body=extra or None,
-                    stream=True,
-                )
-                async for event in stream:
-                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                        parts.append(event.delta.text)
-                        await on_text("".join(parts))
-                return "".join(parts)
-            resp = await client.messages.create(
+        client = self.client()
+        # This SDK has no temperature parameter; the Messages API takes it in the body.
+        extra = {} if self.cfg.temperature is None else {"temperature": self.cfg.temperature}
+        if on_text is not None:
+            parts: list[str] = []
+            stream: Any = await client.messages.create(
                 model=self.model,
                 system=system,
-                messages=messages,  # type: ignore[arg-type]
+                messages=messages,
                 max_tokens=self.cfg.max_answer_tokens,
                 extra_body=extra or None,
+                stream=True,
             )
+            async for event in stream:
+                if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    parts.append(event.delta.text)
+                    await on_text("".join(parts))
+            return "".join(parts)
+        resp = await client.messages.create(
+            model=self.model,
+            system=system,
+            messages=messages,
+            max_tokens=self.cfg.max_answer_tokens,
+            extra_body=extra or None,
+        )
         return "".join(getattr(b, "text", "") for b in resp.content if b.type == "text")
 
 

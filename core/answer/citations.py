@@ -109,6 +109,11 @@ _TEXTS = {
 }
 
 
+# Lines the answerers write themselves, not claims about the repository: the support check
+# (``support.py``) and so ``eval --judge`` skip them, in every language.
+OWN_LINES = frozenset(t["header"] for t in _TEXTS.values())
+
+
 def phrase(lang: str | None, key: str) -> str:
     return _TEXTS.get(lang or "en", _TEXTS["en"])[key]
 

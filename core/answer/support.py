@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.answer.citations import OWN_LINES
 from core.lexical import terms
 from core.models import MARKER, Source
 from core.retrieve.language import detect_language
@@ -175,6 +176,8 @@ async def check_support(
             words = _content(sentence)
             if not cited and len(words) < CLAIM_MIN_TERMS:
                 continue  # "Here is how:" — not a claim
+            if not cited and sentence.strip() in OWN_LINES:
+                continue  # the answerer's own header ("Según las fuentes indexadas:")
             merged = Vocab.union([vocab[n] for n in cited] if cited else list(vocab.values()))
             lex = sum(merged.has(w) for w in words) / len(words) if words else 1.0
             missing = sorted(_numbers(sentence) - merged.numbers)

@@ -1,5 +1,9 @@
 """Docs chunker: Markdown, reStructuredText and plain text, split by heading.
 
+Markdown headings come from markdown-it-py's tokens (their line ranges), so code fences, HTML
+comments and setext headings are read as CommonMark reads them; reStructuredText titles are
+found by their adornments.
+
 Each chunk carries its heading path ("Options › Password prompts") in its title and as the first
 line of its text, so the vector stays on topic and the citation keeps its context. Sections
 longer than the window are split at sentence boundaries by :func:`text.pack`.
@@ -10,16 +14,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from markdown_it import MarkdownIt
+
 from core.models import Chunk, Document, Symbol
 
 from .text import Piece, TokenCounter, pack, prose_units
 
 SEP = " › "
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_SETEXT = re.compile(r"^ {0,3}(=+|-+)\s*$")
+# CommonMark, tables on: a table row is never mistaken for a setext heading's text.
+_MD = MarkdownIt("commonmark").enable("table")
+_TAGS_ONLY = re.compile(r"\s*(?:</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>\s*)+")
 _RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 @dataclass
@@ -36,49 +42,48 @@ class DocChunk:
     piece: Piece
 
 
-def _markdown_sections(lines: list[str]) -> list[Section]:
-    sections: list[Section] = [Section([], 1, [], 1)]
-    stack: list[tuple[int, str]] = []
-    in_fence: str | None = None
-    i = 0
-    # Skip YAML front matter: it is metadata, not prose.
+def _front_matter_end(lines: list[str]) -> int:
+    """Index of the first line after YAML front matter (metadata, not prose), else 0."""
     if lines and lines[0].strip() == "---":
         for j in range(1, min(len(lines), 200)):
             if lines[j].strip() in ("---", "..."):
-                i = j + 1
-                sections[0] = Section([], i + 1, [], i + 1)
-                break
-    while i < len(lines):
-        line = lines[i]
-        fm = _FENCE.match(line)
-        if fm:
-            in_fence = None if in_fence == fm.group(1) else (in_fence or fm.group(1))
-        level, title = 0, ""
-        if in_fence is None and not fm:
-            m = _ATX.match(line)
-            if m:
-                level, title = len(m.group(1)), m.group(2)
-            elif (
-                i + 1 < len(lines)
-                and line.strip()
-                and _SETEXT.match(lines[i + 1])
-                and not _ATX.match(line)
-                and not line.lstrip().startswith(("-", "*", "|", ">"))
-                and (i == 0 or not lines[i - 1].strip() or sections[-1].lines == [])
-            ):
-                level = 1 if lines[i + 1].strip().startswith("=") else 2
-                title = line.strip()
-        if level:
-            while stack and stack[-1][0] >= level:
-                stack.pop()
-            stack.append((level, _clean_title(title)))
-            skip = 2 if not _ATX.match(line) else 1
-            sections.append(Section([t for _, t in stack], i + 1, [], i + 1 + skip))
-            i += skip
+                return j + 1
+    return 0
+
+
+def _markdown_sections(lines: list[str]) -> list[Section]:
+    """Sections by the headings markdown-it-py finds (CommonMark): ATX and setext headings at
+    the top level of the document; a ``#`` line inside a code block, an HTML block (a comment)
+    or a block quote is not one. Each token's ``map`` gives its line range."""
+    first = _front_matter_end(lines)
+    sections: list[Section] = [Section([], first + 1, [], first + 1)]
+    # Parsed from our own lines joined by "\n", so its line numbers are our line numbers.
+    tokens = _MD.parse("\n".join(lines[first:]))
+    stack: list[tuple[int, str]] = []
+    pos = first
+    for i, tok in enumerate(tokens):
+        if tok.type != "heading_open" or tok.level != 0 or tok.map is None:
             continue
-        sections[-1].lines.append(line)
-        i += 1
+        start, end = first + tok.map[0], first + tok.map[1]  # 0-based, end exclusive
+        level, title = int(tok.tag[1]), _heading_text(tok.markup, tokens[i + 1].content)
+        sections[-1].lines.extend(lines[pos:start])
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, _clean_title(title)))
+        sections.append(Section([t for _, t in stack], start + 1, [], end + 1))
+        pos = end
+    sections[-1].lines.extend(lines[pos:])
     return sections
+
+
+def _heading_text(markup: str, content: str) -> str:
+    """A heading's text on one line. A setext heading's lines that hold only HTML tags (the
+    ``<a name="x"></a>`` anchor line above the title) are left out; an ATX heading is kept as
+    written (its heading path as before markdown-it-py)."""
+    lines = content.splitlines()
+    if markup.startswith(("=", "-")):
+        lines = [ln for ln in lines if not _TAGS_ONLY.fullmatch(ln)] or lines
+    return " ".join(" ".join(lines).split())
 
 
 def _rst_sections(lines: list[str]) -> list[Section]:

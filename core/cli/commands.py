@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import watch
@@ -42,7 +43,7 @@ async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
 
 
 async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
-    progress = None if args.quiet else ProgressBar()
+    progress = None if args.quiet or args.json else ProgressBar()
     report = await app.sync(args.name, SyncRequest(full=args.full), progress=progress)
     assert report.summary is not None
     s = report.summary
@@ -54,7 +55,7 @@ async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     return 1 if report.errors else 0
 
 
-async def _ensure_index(app: RepoExpert, name: str) -> None:
+async def _ensure_index(app: RepoExpert, name: str, quiet: bool = False) -> None:
     """``ask`` and ``eval`` build the index when there is none, or when another embedder built
     it (an upgrade): a person at a terminal would run ``index`` next anyway. (A bot refuses the
     old index instead: it must not stall a channel for a rebuild.)"""
@@ -67,12 +68,12 @@ async def _ensure_index(app: RepoExpert, name: str) -> None:
         except IndexError_ as e:
             reason = f"{e} — rebuilding it now"
     print(reason, file=sys.stderr)
-    s = await app.index(name, progress=ProgressBar())
+    s = await app.index(name, progress=ProgressBar(enabled=False if quiet else None))
     print(format_summary(s), file=sys.stderr)
 
 
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
-    await _ensure_index(app, args.name)
+    await _ensure_index(app, args.name, quiet=args.json)
     answer = await app.ask(args.name, args.question)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
@@ -84,6 +85,7 @@ async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
 async def _compare(app: RepoExpert, args: argparse.Namespace, questions: list[Any]) -> int:
     from core.eval import compare
 
+    compare.need_chart()  # before the long part, not after it
     out = Path(args.report) if args.report else app.layout.eval_reports(args.name)
     levels = [False, True] if args.cited else [False]
     runs = {cited: await compare.compare(app, args.name, questions, args.k, cited=cited)
@@ -119,7 +121,7 @@ def _select(questions: list[Any], split: str | None) -> list[Any]:
 
 async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     questions = _select(load_questions(Path(args.questions)), args.split)
-    await _ensure_index(app, args.name)
+    await _ensure_index(app, args.name, quiet=args.json)
     if args.compare:
         return await _compare(app, args, questions)
 
@@ -140,9 +142,11 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     # Answer each question through the service (the instance's llm and retrieval.k) and judge
     # it on the evidence its answerer saw.
     svc = app.embedder(args.name)
+    answerer = app.answerer_for(args.name)
     judge = make_judge(
-        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages)
-    )
+        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages),
+        chat=answerer.model if isinstance(answerer, LLMAnswerer) else None,
+    )  # fmt: skip
     judged = await run_judged(questions, lambda q: app.ask(args.name, q), judge)
     if args.json:
         print(json.dumps({**report.to_json(), "judge": judged.to_json()}, indent=2,
@@ -239,7 +243,7 @@ async def cmd_api_key(app: RepoExpert, args: argparse.Namespace) -> int:
     from core.config import ApiKey, hash_key
 
     key = "rx-" + secrets.token_urlsafe(32)
-    names = [n.strip() for n in args.instances.split(",") if n.strip()]
+    names = [n.strip() for n in args.key_instances.split(",") if n.strip()]
     entry = ApiKey(name=args.name, sha256=hash_key(key), instances=names or ["*"])
     print(f"API key for {entry.name} (shown only now; give it to the caller):\n  {key}\n")
     print("Add it to the settings file (serve --config FILE), under api.keys:")

@@ -4,47 +4,72 @@ each object's ``to_json``."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
-from typing import Any
+from typing import Any, ClassVar
+
+from tqdm import tqdm
 
 from core.index.build import Summary
 from core.models import Answer, Source
 
 
 class ProgressBar:
-    """Indexing progress on stderr: chunking, then embedding with embeddings/s."""
+    """Index progress on stderr (tqdm): the files chunked, then the chunks embedded, each with
+    its rate and the time left. Silent when stderr is not a terminal (a log gets the summary)
+    or when told to be (``--json``), and for a stage with nothing to do (no "0/0")."""
 
-    def __init__(self, stream: Any = None) -> None:
+    # stage -> (label, what is counted, the rate's unit)
+    STAGES: ClassVar[dict[str, tuple[str, str, str]]] = {
+        "chunk": ("chunking ", "files", "files"),
+        "embed": ("embedding", "chunks", "embeddings"),
+    }
+
+    def __init__(self, stream: Any = None, enabled: bool | None = None) -> None:
         self.stream = stream or sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.t0 = time.perf_counter()
+        tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled = tty if enabled is None else enabled
         self.stage = ""
-        self.last = 0.0
+        self.bar: tqdm[Any] | None = None
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        now = time.perf_counter()
+        if not self.enabled:
+            return
         if stage != self.stage:
-            if self.stage and self.tty:
-                self.stream.write("\n")
-            self.stage, self.t0 = stage, now
-        if not self.tty and done not in (0, total) and now - self.last < 5:
-            return  # in logs, a line every few seconds is enough
-        self.last = now
-        width = 30
-        filled = int(width * done / total) if total else width
-        bar = "█" * filled + "·" * (width - filled)
-        rate = done / (now - self.t0) if now > self.t0 and done else 0.0
-        unit = "files" if stage == "chunk" else "embeddings"
-        msg = f"{stage:<6}[{bar}] {done}/{total} {unit} {rate:.1f}/s"
-        if self.tty:
-            self.stream.write("\r" + msg)
+            self.close()
+            self.stage = stage
+            if total > 0:
+                self.bar = self._open(stage, total)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
             if done >= total:
-                self.stream.write("\n")
-                self.stage = ""
-        else:
-            self.stream.write(msg + "\n")
-        self.stream.flush()
+                self.close()
+
+    def _open(self, stage: str, total: int) -> tqdm[Any]:
+        label, counted, rate = self.STAGES.get(stage, (stage, "", ""))
+        width = _columns(self.stream)
+        return tqdm(
+            total=total, file=self.stream, desc=label, unit=f" {rate}", leave=True,
+            bar_format="{desc} {n_fmt}/{total_fmt} " + counted
+            + " |{bar}| {rate_fmt}, {elapsed} elapsed, ETA {remaining}",
+            mininterval=0.25, dynamic_ncols=width > 0,
+            # a terminal that reports no size (a pseudo-terminal nobody sized) hides tqdm bars
+            ncols=None if width else 100, nrows=None if width else 24,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _columns(stream: Any) -> int:
+    """The terminal's width, 0 when it reports none (a pseudo-terminal nobody sized)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, AttributeError, ValueError):
+        return 0
 
 
 def format_summary(s: Summary) -> str:
@@ -100,7 +125,8 @@ def render_sources(sources: list[Source]) -> str:
         title = "" if s.collection == "issues" else f" — {s.title}" if s.title != s.path else ""
         if s.collection == "issues":
             where = s.title
-        out.append(f"[{s.n}] {where}{title}\n    {s.url}")
+        link = f"\n    {s.url}" if s.is_link() else ""  # else `where` is the pinned place
+        out.append(f"[{s.n}] {where}{title}{link}")
     return "\n".join(out)
 
 

