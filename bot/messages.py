@@ -39,6 +39,9 @@ def no_instance_here() -> str:
 
 
 def not_here(name: str, allowed: list[str]) -> str:
+    """``name`` may be anything a person typed (Discord's instance option): shown clipped, as
+    code, with no backtick to break out of it."""
+    name = name.replace("`", "'")[:60]
     rest = f" Available here: {_names(allowed)}." if allowed else ""
     return f"`{name}` is not available in this channel.{rest}"
 

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
@@ -37,12 +38,24 @@ from .common import (
     failure_line,
 )
 from .settings import SlackSettings
-from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text, preview_message
+from .slack_blocks import (
+    FEEDBACK_DOWN,
+    FEEDBACK_UP,
+    answer_messages,
+    clean_text,
+    escape,
+    preview_message,
+)
 
 log = logging.getLogger(__name__)
 
 WORKING_REACTION = "eyes"
 _CANNOT_POST = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action"}
+
+
+def mention(user: str) -> str:
+    """The asker's mention; anything but a Slack user id is shown as text."""
+    return f"<@{user}>" if re.fullmatch(r"[UW][A-Z0-9]+", user) else escape(user)
 
 
 def thread_key(place: Place, thread_ts: str) -> str:
@@ -181,7 +194,7 @@ class SlackBot:
             try:
                 root = await self.client.chat_postMessage(
                     channel=place.channel,
-                    text=messages.asked(f"<@{user}>", pick.instance, pick.question),
+                    text=messages.asked(mention(user), pick.instance, escape(pick.question)),
                     unfurl_links=False, unfurl_media=False,
                 )  # fmt: skip
             except SlackApiError as e:
