@@ -150,6 +150,7 @@ class RepoExpert:
         }  # fmt: skip
 
     async def has_index(self, name: str) -> bool:
+        self.instance(name)  # an unknown or unloadable instance fails here, with its file
         return await self.store.live_id(name) is not None
 
     async def reader(self, name: str) -> BuildReader:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from core.config.schema import Instance
+from core.config.schema import NAME, NAME_RULE, Instance
 from core.errors import ConfigError, InstanceNotFound
 
 DEFAULT_INSTANCES_DIR = "instances"
@@ -83,6 +83,11 @@ def load_instance(file: Path) -> Instance:
         raise ConfigError(_format_validation(file, e)) from None
     inst.source_file = file.resolve()
     if not inst.name:
+        if not NAME.fullmatch(file.stem):  # the name becomes a folder under the data folder
+            raise ConfigError(
+                f"{file}: the file name gives the instance name {file.stem!r}: {NAME_RULE}; "
+                "rename the file or set `name:`"
+            )
         inst.name = file.stem
     return inst
 
@@ -141,6 +146,8 @@ def load_all(directory: Path) -> dict[str, Instance]:
 
 
 def find_instance(directory: Path, name: str) -> Instance:
+    if not NAME.fullmatch(name):  # a name from the command line or a request: never a path
+        raise InstanceNotFound(f"instance name {name!r}: {NAME_RULE}")
     for f in instance_files(directory):
         if f.stem == name:
             inst = load_instance(f)

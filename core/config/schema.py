@@ -37,6 +37,11 @@ BUILTIN_EXCLUDES = [
 ]  # fmt: skip
 
 
+# An instance name is one safe path component (it names a folder under the data folder).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+NAME_RULE = "use letters, digits, '.', '_' and '-' (starting with a letter or digit)"
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -350,8 +355,8 @@ class Instance(_Model):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if v and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
-            raise ValueError("use letters, digits, '.', '_' and '-' (must start alphanumeric)")
+        if v and not NAME.fullmatch(v):
+            raise ValueError(NAME_RULE)
         return v
 
     @field_validator("web_url")
