@@ -1,5 +1,5 @@
 """Process-wide settings of the faces (``repo-expert serve``): the chat bots, the HTTP API and
-web page (``api:``), the MCP server (``mcp:``).
+web page (``api:``), the MCP server (``mcp:``), the webhook receiver (``webhooks:``).
 
 Optional: without a file every default below applies. The file is YAML, given with
 ``serve --config FILE`` or ``REPO_EXPERT_SERVE_CONFIG``; ``${VAR}`` reads the environment, as in
@@ -97,6 +97,23 @@ class ApiSettings(_Model):
         return v
 
 
+class WebhookSettings(_Model):
+    max_body_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=1024,
+        le=25 * 1024 * 1024,
+        description="Largest delivery accepted (GitHub sends at most 25 MB; most are a few KB). "
+        "A larger Content-Length is refused before the body is read.",
+    )
+    read_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a delivery's body may take to arrive; a slower one is refused "
+        "(408) and its connection closed.",
+    )
+
+
 class McpSettings(_Model):
     instances: list[str] = Field(
         default_factory=lambda: ["*"],
@@ -110,6 +127,7 @@ class ServeConfig(_Model):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     rate_limit: int = Field(
         default=5, ge=1, description="Questions one person may ask per rate_window seconds."
     )

@@ -25,15 +25,14 @@ log = logging.getLogger("repo_expert")
 
 async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
     # The faces build on core; this entry point is the one place that reaches up to them.
-    if args.platform == "webhooks":
-        from bot.webhooks import serve_webhooks
-
-        await serve_webhooks(app, args.host, args.port)
-        return 0
     from bot.settings import load_serve_config
 
     config = load_serve_config(args.config)
-    if args.platform == "api":
+    if args.platform == "webhooks":
+        from bot.webhooks import serve_webhooks
+
+        await serve_webhooks(app, args.host, args.port, settings=config.webhooks)
+    elif args.platform == "api":
         from bot.api import serve_api
 
         await serve_api(app, config, args.host, args.port)
