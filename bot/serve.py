@@ -92,7 +92,8 @@ async def serve(
 async def run_slack(
     core: ChatCore, s: SlackSettings, env: Mapping[str, str], client: AsyncWebClient | None = None
 ) -> None:
-    """Until cancelled. ``client``: the Web API client (default: slack.com with the bot token)."""
+    """Until cancelled. ``client``: the Web API client (default: ``slack.api_url`` with the bot
+    token)."""
     mode = slack_mode(s, env)
     token, secret = env["SLACK_BOT_TOKEN"], env.get("SLACK_SIGNING_SECRET")
     bot = SlackBot.create(core, s, token, secret, client=client)

@@ -10,6 +10,7 @@ which instances an API key may use is here, with the key (stored as its SHA-256)
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -29,6 +30,11 @@ class SlackSettings(_Model):
         description="socket: Socket Mode (needs SLACK_APP_TOKEN, no public URL); http: Events "
         "over HTTP (needs SLACK_SIGNING_SECRET); auto: socket if SLACK_APP_TOKEN is set.",
     )
+    api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Base URL of the Slack Web API (GovSlack: https://slack-gov.com/api/; a "
+        "local stand-in for tests).",
+    )
     host: str = Field(default="0.0.0.0", description="HTTP mode: address to listen on.")
     port: int | None = Field(
         default=None, ge=1, le=65535, description="HTTP mode: port; default $PORT or 3000."
@@ -46,6 +52,13 @@ class SlackSettings(_Model):
         "shows the text so far, updated (chat.update) at most once per this many seconds; "
         "0: no previews, only the final answer.",
     )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", v):
+            raise ValueError("expected an http(s) URL such as https://slack.com/api/")
+        return v if v.endswith("/") else v + "/"
 
     @field_validator("command")
     @classmethod

@@ -11,16 +11,23 @@
   replaces it. (Slack's ``chat.startStream``/``appendStream`` only append text, while the
   preview must give way to the renumbered, checked answer; so ``chat.update``.)
 * 👍/👎 buttons record feedback. Refusals (access, rate limit, busy, help) are ephemeral.
+* Each delivery is handled once: a request Slack retries (``X-Slack-Retry-Num``) or anyone
+  replays inside the signature's 5-minute window carries the same ``event_id`` (events) or
+  ``trigger_id`` (commands, buttons) and is acked without being answered again (:class:`Once`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -74,6 +81,35 @@ def problem_line(exc: BaseException) -> str:
     return failure_line(exc)
 
 
+class Once:
+    """Delivery ids seen in the last ``ttl`` seconds (at most ``size``): longer than Slack's
+    retries and its 5-minute signature window, so a retried or replayed request is seen."""
+
+    def __init__(self, ttl: float = 600.0, size: int = 50_000) -> None:
+        self.ttl, self.size = ttl, size
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def first(self, key: str) -> bool:
+        now = time.monotonic()
+        while self._seen and (len(self._seen) >= self.size or
+                              next(iter(self._seen.values())) < now - self.ttl):  # fmt: skip
+            self._seen.popitem(last=False)
+        if key in self._seen:
+            return False
+        self._seen[key] = now
+        return True
+
+
+def delivery_key(body: dict[str, Any]) -> str | None:
+    """What identifies one delivery: an event's ``event_id``, a command's or an action's
+    ``trigger_id``."""
+    for field in ("event_id", "trigger_id"):
+        value = body.get(field)
+        if isinstance(value, str) and value:
+            return f"{field}:{value}"
+    return None
+
+
 class Preview(StreamPreview):
     """The streamed answer so far, shown in the "Searching …" message by ``chat.update``."""
 
@@ -97,6 +133,8 @@ class SlackBot:
         self.core, self.settings, self.app = core, settings, app
         self.client: AsyncWebClient = app.client
         self._tasks = Background("slack")
+        self._once = Once()
+        app.middleware(self.dedupe)
         app.command(settings.command)(self.on_command)
         app.event("app_mention")(self.on_mention)
         app.event("message")(self.on_message)
@@ -116,7 +154,7 @@ class SlackBot:
         """The Bolt app; requests over HTTP must carry a valid signature (``signing_secret``);
         Socket Mode requests come over the authenticated socket instead."""
         app = AsyncApp(
-            client=client or AsyncWebClient(token=token),
+            client=client or AsyncWebClient(token=token, base_url=settings.api_url),
             signing_secret=signing_secret or "",
             name="repo-expert",
         )
@@ -127,6 +165,18 @@ class SlackBot:
         await self._tasks.drain()
 
     # -- listeners ----------------------------------------------------------------------------
+    async def dedupe(
+        self, body: dict[str, Any], next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        """Runs after Bolt verified the signature: a delivery already handled is acked, once
+        more, with nothing done."""
+        key = delivery_key(body)
+        if key is not None and not self._once.first(key):
+            log.info("slack: %s was already handled (a retry or a replay): ignored", key[:80])
+            return BoltResponse(status=200, body="")
+        await next()
+        return None
+
     async def on_command(
         self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
     ) -> None:
