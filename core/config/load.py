@@ -1,5 +1,9 @@
 """Loading instance files and other settings files: ``${VAR}`` expansion, validation, and errors
-that name the file, the key path and what was expected (never a secret's value)."""
+that name the file, the key path and what was expected (never a secret's value).
+
+A file is read as UTF-8 YAML with limits (:func:`read_yaml`): aliases may not expand the document
+past :data:`MAX_YAML_VALUES` values (a 300-byte "billion laughs" file would otherwise take
+minutes and gigabytes), and nesting deeper than Python's stack is an error, not a crash."""
 
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from core.errors import ConfigError, InstanceNotFound
 DEFAULT_INSTANCES_DIR = "instances"
 DEFAULT_DATA_DIR = ".repo-expert"
 
+
+MAX_YAML_VALUES = 100_000  # scalars and collections after aliases are expanded
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -45,8 +51,58 @@ def _expand(value: Any, file: Path, loc: str) -> Any:
     return value
 
 
-def _format_validation(file: Path, err: ValidationError) -> str:
-    lines = [f"{file}: invalid instance configuration"]
+def read_yaml(file: Path) -> Any:
+    """The YAML document of ``file`` (safe types only), within the limits above; every problem
+    is one ConfigError line naming the file."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{file}: YAML aliases expand to more than {MAX_YAML_VALUES} values; write the "
+                "settings out (anchors and aliases are for a few repeated values)"
+            )
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"{file}: not valid YAML{where}: {' '.join(str(problem).split())}"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{file}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is expanded (each node's size is
+    computed once, so this is linear in the file, not in the expansion)."""
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    memo[id(node)] = 1  # a recursive alias counts once (it cannot be constructed anyway)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(n, memo) for n in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    memo[id(node)] = size = min(size, MAX_YAML_VALUES + 1)
+    return size
+
+
+def _format_validation(file: Path, err: ValidationError, what: str = "instance ") -> str:
+    """``{file}: {key}: {what was expected}`` — one line per problem (the file on the first)."""
+    lines = [f"{file}: invalid {what}configuration"]
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
         msg = e["msg"]
@@ -54,6 +110,8 @@ def _format_validation(file: Path, err: ValidationError) -> str:
             msg = "unknown key (check the spelling; see the configuration reference in README)"
         elif e["type"] == "missing":
             msg = "required key is missing"
+        elif e["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
         got = e.get("input")
         extra = (
             f" (got {got!r})"
@@ -63,17 +121,14 @@ def _format_validation(file: Path, err: ValidationError) -> str:
             else ""
         )
         lines.append(f"  {loc}: {msg}{extra}")
+    if len(lines) == 2:  # one problem: one line
+        return f"{file}: {lines[1].strip()}"
     return "\n".join(lines)
 
 
 def load_instance(file: Path) -> Instance:
     """Load and validate one instance file; errors name the file and the key."""
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+    raw = read_yaml(file)
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping of settings at the top level")
     raw = _expand(raw, file, "")
@@ -98,16 +153,13 @@ _M = TypeVar("_M", bound=BaseModel)
 def load_settings_file(file: Path, model: type[_M]) -> _M:
     """Load another YAML settings file (e.g. the chat bots' serve file) into ``model``, with the
     same ``${VAR}`` expansion and error messages as an instance file."""
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, OSError) as e:
-        raise ConfigError(f"{file}: cannot read settings: {e}") from None
+    raw = read_yaml(file) or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping of settings at the top level")
     try:
         return model.model_validate(_expand(raw, file, ""))
     except ValidationError as e:
-        raise ConfigError(_format_validation(file, e).replace("instance ", "", 1)) from None
+        raise ConfigError(_format_validation(file, e, what="")) from None
 
 
 @dataclass

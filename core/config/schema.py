@@ -10,9 +10,18 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+import pathspec
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from core.config.access import AccessConfig
 
@@ -74,8 +83,24 @@ class RepoConfig(_Model):
         return self
 
 
+def check_glob(p: str) -> str:
+    """A gitignore-style pattern as pathspec reads it: one that matches nothing (an unclosed
+    ``[``, a trailing backslash, a comment) is an error here, not a silent no-op later."""
+    try:
+        compiled = pathspec.GitIgnoreSpec.from_lines([p]).patterns
+    except Exception as e:  # pathspec's own error types vary across versions
+        raise ValueError(f"pattern {p!r} is not a valid glob: {e}") from None
+    if not compiled or compiled[0].include is None:
+        why = "an unclosed '['?" if "[" in p else "empty or a comment"
+        raise ValueError(f"pattern {p!r} matches nothing ({why})")
+    return p
+
+
+Glob = Annotated[str, AfterValidator(check_glob)]
+
+
 class IncludeConfig(_Model):
-    include: list[str] = Field(description="Gitignore-style globs of files in this collection.")
+    include: list[Glob] = Field(description="Gitignore-style globs of files in this collection.")
 
 
 class IssuesConfig(_Model):
@@ -315,7 +340,7 @@ class Instance(_Model):
     )
     docs: IncludeConfig = Field(default_factory=lambda: IncludeConfig(include=DEFAULT_DOCS_INCLUDE))
     code: IncludeConfig = Field(default_factory=lambda: IncludeConfig(include=DEFAULT_CODE_INCLUDE))
-    exclude: list[str] = Field(
+    exclude: list[Glob] = Field(
         default_factory=list, description="Gitignore-style patterns excluded from every collection."
     )
     builtin_excludes: bool = Field(
