@@ -25,7 +25,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from core.models import Answer
+from core.models import MAX_QUESTION_CHARS, Answer
 
 from . import messages
 from .common import (
@@ -215,6 +215,11 @@ class DiscordBot(discord.Client):
             usage = messages.usage(allowed, self.core.access.default(place), self._example())
             await reply.send_message(usage, ephemeral=True)
             return
+        if len(question) > MAX_QUESTION_CHARS:
+            await reply.send_message(
+                messages.too_long(len(question), MAX_QUESTION_CHARS), ephemeral=True
+            )
+            return
         pick = self.core.access.pick(place, question, self._example(), named=instance or None)
         if isinstance(pick, Refusal):
             await reply.send_message(pick.message, ephemeral=True)
@@ -290,6 +295,9 @@ class DiscordBot(discord.Client):
         if not text or text.lower() == "help":
             usage = messages.usage(access.allowed(place), access.default(place), self._example())
             await message.reply(usage)
+            return None
+        if len(text) > MAX_QUESTION_CHARS:
+            await message.reply(messages.too_long(len(text), MAX_QUESTION_CHARS))
             return None
         pick = access.pick(place, text, self._example(), current=current)
         if isinstance(pick, Refusal):

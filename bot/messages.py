@@ -61,6 +61,13 @@ def asked(mention: str, instance: str, question: str, bold: str = "*") -> str:
     return f"{mention} asked {bold}{instance}{bold}:\n> " + question.replace("\n", "\n> ")
 
 
+def too_long(length: int, limit: int) -> str:
+    return (
+        f"That question is {length:,} characters long; I read at most {limit:,}. Please ask it "
+        "in fewer words (quote only the lines that matter)."
+    )
+
+
 def searching(instance: str) -> str:
     return f"Searching `{instance}` …"
 

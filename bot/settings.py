@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.config import ApiKey, load_settings_file
+from core.models import MAX_QUESTION_CHARS
 
 
 class _Model(BaseModel):
@@ -97,7 +98,11 @@ class ApiSettings(_Model):
         default=65536, ge=1024, le=16 * 1024 * 1024, description="Largest request body accepted."
     )
     max_question_chars: int = Field(
-        default=2000, ge=10, le=100_000, description="Longest question (or search query)."
+        default=2000,
+        ge=10,
+        le=MAX_QUESTION_CHARS,
+        description=f"Longest question (or search query); at most {MAX_QUESTION_CHARS}, what "
+        "the service reads.",
     )
     max_k: int = Field(default=20, ge=1, le=50, description="Most sources one search returns.")
 

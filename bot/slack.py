@@ -31,6 +31,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.models import MAX_QUESTION_CHARS
 from core.store.conversations import Verdict
 
 from . import messages
@@ -186,6 +187,11 @@ class SlackBot:
         if text.lower() in ("", "help"):
             await ack(text=self._usage(place), response_type="ephemeral")
             return
+        if len(text) > MAX_QUESTION_CHARS:
+            await ack(
+                text=messages.too_long(len(text), MAX_QUESTION_CHARS), response_type="ephemeral"
+            )
+            return
         pick = self.core.access.pick(place, text, self.settings.command)
         if isinstance(pick, Refusal):
             await ack(text=pick.message, response_type="ephemeral")
@@ -268,6 +274,11 @@ class SlackBot:
         text = clean_text(event.get("text", ""), context.bot_user_id)
         if text.lower() in ("", "help"):
             await self._ephemeral(place, user, thread_ts, self._usage(place))
+            return
+        if len(text) > MAX_QUESTION_CHARS:
+            await self._ephemeral(
+                place, user, thread_ts, messages.too_long(len(text), MAX_QUESTION_CHARS)
+            )
             return
         pick = self.core.access.pick(place, text, self.settings.command, current=current)
         if isinstance(pick, Refusal):

@@ -7,6 +7,7 @@
     ├── NotAllowed                  an instance asked where its access rules do not allow it
     ├── PathNotAllowed              a file asked for by path is outside the repository or not one
     │                               of its indexed files (absolute, ``..``, a symlink, excluded)
+    ├── BadQuestion                 a question the service does not take: empty, or too long
     ├── SourceError                 a repository or issues source could not be read
     │   ├── RateLimited             GitHub asked us to wait longer than we will (``reset_at``)
     │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
@@ -59,6 +60,13 @@ class PathNotAllowed(RepoExpertError):
     face may show it as it is."""
 
     user_line = "that path is not an indexed file of the repository"
+
+
+class BadQuestion(RepoExpertError):
+    """An empty question, or one longer than ``models.MAX_QUESTION_CHARS``. Its message describes
+    only the caller's own question, so a face may show it as it is."""
+
+    user_line = "that question is empty or too long"
 
 
 class SourceError(RepoExpertError):

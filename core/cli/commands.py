@@ -20,7 +20,7 @@ from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
-from core.service import RepoExpert
+from core.service import RepoExpert, checked_question
 
 
 async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
@@ -72,6 +72,7 @@ async def _ensure_index(app: RepoExpert, name: str) -> None:
 
 
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
+    checked_question(args.question)  # an empty or overlong question: one line, nothing built
     await _ensure_index(app, args.name)
     answer = await app.ask(args.name, args.question)
     if args.json:
