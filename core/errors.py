@@ -13,7 +13,8 @@
     │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
     ├── IndexError_                 the index is missing, stale or broken
     ├── StoreError                  a file or database of the store cannot be used (locked, or
-    │                               written by a newer repo-expert)
+    │   │                           written by a newer repo-expert, or the disk is full)
+    │   └── CorruptFile             a store file is not what was written (not SQLite, garbled)
     ├── EmbeddingError              the embedding backend failed or is unavailable
     │   └── ModelFormatError        the bundled model file is not in the format we read
     └── LLMError                    the language model gave no usable answer (down, refused, slow)
@@ -98,6 +99,11 @@ class StoreError(RepoExpertError):
     schema newer than this program knows."""
 
     user_line = "the bot's data store is not available"
+
+
+class CorruptFile(StoreError):
+    """A file of the store is not what was written: not SQLite, garbled, truncated. What can be
+    rebuilt (the embedding cache, a build) is set aside and rebuilt; the message names it."""
 
 
 class EmbeddingError(RepoExpertError):
