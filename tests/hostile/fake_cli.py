@@ -26,7 +26,6 @@ from core.config import Settings  # noqa: E402
 from core.errors import EmbeddingError  # noqa: E402
 from core.layout import Layout  # noqa: E402
 
-
 POISON_PILL = "\u2620 poison pill \u2620"
 
 
