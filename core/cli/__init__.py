@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sqlite3
 import sys
 
 from core.cli import commands as c
@@ -192,6 +193,10 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(_run(args))
     except RepoExpertError as e:
         print(f"repo-expert: {e}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.Error) as e:  # the disk, a file: what no layer above could name
+        log.debug("unexpected %s", type(e).__name__, exc_info=True)
+        print(f"repo-expert: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("repo-expert: interrupted; the previous index is still in place", file=sys.stderr)

@@ -25,7 +25,7 @@ import numpy as np
 from core.chunk import chunk
 from core.config import Instance
 from core.embed import Embedder, EmbedService, text_hash
-from core.errors import RepoExpertError
+from core.errors import IndexError_, RepoExpertError
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
@@ -100,7 +100,11 @@ async def build_index(
     if full:
         summary.rebuilt_reason = "full rebuild requested"
     else:
-        old = await store.open_live(inst.name)
+        try:
+            old = await store.open_live(inst.name)
+        except IndexError_ as e:  # a live build that cannot be read: rebuild, never fail on it
+            log.info("rebuilding %s from scratch: %s", inst.name, e)
+            summary.rebuilt_reason = str(e)
         if old is not None and old.stamp != stamp:
             summary.rebuilt_reason = f"index was built with {old.stamp}, now {stamp}"
             log.info("rebuilding %s: %s", inst.name, summary.rebuilt_reason)

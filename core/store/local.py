@@ -17,25 +17,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import shutil
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import aiosqlite
 import numpy as np
 from usearch.index import MetricKind
 from usearch.index import search as usearch_search
-from usearch.io import load_matrix, save_matrix
+from usearch.io import save_matrix
 
-from core.errors import IndexError_
+from core.errors import StoreError
 from core.layout import Layout
 from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol, is_test_path
 from core.store.base import Hit, Unit
+from core.store.local_files import live_name, load_vectors, prune, unreadable
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 SCHEMA_VERSION = 3  # 3: the code graph (symbols.calls, the calls table)
 
@@ -115,18 +121,21 @@ class LocalReader:
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
+        """A reader of the build at ``path``; a build that cannot be read (``local_files``) is
+        an IndexError_ naming the file."""
         db = await aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True)
         try:
-            vectors: dict[str, np.ndarray] = {}
-            for c in COLLECTIONS:
-                f = path / f"{c}.fbin"
-                if f.exists() and f.stat().st_size > 8:
-                    mat = await asyncio.to_thread(load_matrix, str(f), view=True)
-                    if mat is None:
-                        raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
-                    vectors[c] = mat
+            try:
+                meta = await _read_meta(db)
+                sql = "SELECT collection, COUNT(*) FROM chunks GROUP BY collection"
+                async with db.execute(sql) as cur:
+                    rows = {str(c): int(n) async for c, n in cur}
+            except (sqlite3.DatabaseError, ValueError) as e:
+                raise unreadable(path / "meta.sqlite", e) from None
+            dim = (meta.get("stamp") or {}).get("dim")
+            vectors = await asyncio.to_thread(load_vectors, path, rows, dim)
             reader = cls(path, db, vectors)
-            reader.meta = await _read_meta(db)
+            reader.meta = meta
             if "code" in vectors:  # flags for retrieval's test_penalty, computed once
                 sql = "SELECT row, path FROM chunks WHERE collection = 'code' AND path IS NOT NULL"
                 async with db.execute(sql) as cur:
@@ -284,6 +293,24 @@ async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:
         return {k: json.loads(v) async for k, v in cur}
 
 
+def _writes(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A write that fails (the disk is full, the folder unwritable) is one StoreError line; the
+    build is discarded and the previous one still serves."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except (OSError, sqlite3.OperationalError) as e:
+            w = args[0]
+            assert isinstance(w, LocalWriter)
+            raise StoreError(
+                f"{w.tmp}: cannot write the new build ({e}); the previous build still serves"
+            ) from None
+
+    return wrapper
+
+
 class LocalWriter:
     """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""
 
@@ -295,6 +322,7 @@ class LocalWriter:
         self.tmp = self.builds / f".tmp-{self.id}"
         self.db: aiosqlite.Connection | None = None
 
+    @_writes
     async def __aenter__(self) -> LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
@@ -315,6 +343,7 @@ class LocalWriter:
         if self.tmp.exists():  # not committed: an error or a crash; the old build stays live
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    @_writes
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.db is not None
         await self.db.executemany(
@@ -322,6 +351,7 @@ class LocalWriter:
             [(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url) for d in docs],
         )
 
+    @_writes
     async def add_chunks(
         self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
     ) -> None:
@@ -352,6 +382,7 @@ class LocalWriter:
                 str(self.tmp / f"{collection}.fbin"),
             )
 
+    @_writes
     async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
         assert self.db is not None
         async with self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM symbols") as cur:
@@ -369,10 +400,12 @@ class LocalWriter:
              for n in sorted({_norm(c) for c in s.calls} - {""})],
         )  # fmt: skip
 
+    @_writes
     async def set_meta(self, key: str, value: Any) -> None:
         assert self.db is not None
         await self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
 
+    @_writes
     async def commit(self) -> str:
         """Make this build the live one: rename into place, then swap the ``current`` link."""
         assert self.db is not None
@@ -383,40 +416,13 @@ class LocalWriter:
 
     def _swap(self) -> str:
         final = self.builds / self.id
+        previous = live_name(self.link)
         os.replace(self.tmp, final)
         tmp_link = self.root / f".current-{self.id}"
         os.symlink(os.path.relpath(final, self.root), tmp_link)
         os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
-        _prune(self.builds, keep={final.name})
+        prune(self.root, self.builds, {final.name, previous or final.name}, os.getpid())
         return final.name
-
-
-def _prune(builds: Path, keep: set[str]) -> None:
-    """Remove abandoned temp folders and old builds (the newest previous one is kept)."""
-    olds = sorted(
-        (p for p in builds.iterdir() if p.name not in keep and not p.name.startswith(".tmp-")),
-        key=lambda p: p.name,
-    )
-    for p in olds[:-1]:
-        shutil.rmtree(p, ignore_errors=True)
-    for p in builds.glob(".tmp-*"):
-        # Only temp folders of dead writers: ours are committed or removed by __aexit__.
-        try:
-            pid = int(p.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class LocalStore:
@@ -444,8 +450,11 @@ class LocalStore:
         path = self.live_path(instance)
         if path is None:
             return None
-        async with aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True) as db:
-            return await _read_meta(db)
+        try:
+            async with aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True) as db:
+                return await _read_meta(db)
+        except (sqlite3.DatabaseError, ValueError) as e:
+            raise unreadable(path / "meta.sqlite", e) from None
 
     async def open_live(self, instance: str) -> LocalReader | None:
         path = self.live_path(instance)
