@@ -17,7 +17,7 @@ import sqlite3
 import sys
 
 from core.cli import commands as c
-from core.config import Settings
+from core.config import RedactingFormatter, Settings, redact
 from core.errors import RepoExpertError
 from core.service import RepoExpert
 
@@ -188,15 +188,17 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level)
+    for handler in logging.getLogger().handlers:  # no token in any log line (config/redact.py)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
         return asyncio.run(_run(args))
     except RepoExpertError as e:
-        print(f"repo-expert: {e}", file=sys.stderr)
+        print(f"repo-expert: {redact(str(e))}", file=sys.stderr)
         return 2
     except (OSError, sqlite3.Error) as e:  # the disk, a file: what no layer above could name
         log.debug("unexpected %s", type(e).__name__, exc_info=True)
-        print(f"repo-expert: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"repo-expert: {redact(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("repo-expert: interrupted; the previous index is still in place", file=sys.stderr)

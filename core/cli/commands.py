@@ -15,6 +15,7 @@ from typing import Any
 from core.answer.support import embedding_similarity
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import watch
+from core.config import redact
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
@@ -49,7 +50,7 @@ async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     print(json.dumps(s.to_json(), indent=2) if args.json else format_summary(s))
     # What the build went on without (a repository that could not be fetched, GitHub's API):
     # recorded for `status`, and said here.
-    for e in report.errors:
+    for e in report.errors:  # redacted by the sync (core/index/sync.py)
         print(f"repo-expert: {e}", file=sys.stderr)
     return 1 if report.errors else 0
 
@@ -172,7 +173,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
         if isinstance(r, SyncReport):
             print(json.dumps(r.to_json()) if args.json else r.line(), flush=True)
         else:
-            print(f"sync of {name} failed: {r}", file=sys.stderr, flush=True)
+            print(f"sync of {name} failed: {redact(str(r))}", file=sys.stderr, flush=True)
 
     if args.watch:
         await watch(app, names, show, interval=args.interval)

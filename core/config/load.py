@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from core.config.redact import remember
 from core.config.schema import NAME, NAME_RULE, Instance
 from core.errors import ConfigError, InstanceNotFound
 
@@ -136,6 +137,7 @@ def load_instance(file: Path) -> Instance:
         inst = Instance.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_format_validation(file, e)) from None
+    remember(inst)  # its tokens never reach an error line or a log (config/redact.py)
     inst.source_file = file.resolve()
     if not inst.name:
         if not NAME.fullmatch(file.stem):  # the name becomes a folder under the data folder
@@ -157,9 +159,11 @@ def load_settings_file(file: Path, model: type[_M]) -> _M:
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: expected a mapping of settings at the top level")
     try:
-        return model.model_validate(_expand(raw, file, ""))
+        settings = model.model_validate(_expand(raw, file, ""))
     except ValidationError as e:
         raise ConfigError(_format_validation(file, e, what="")) from None
+    remember(settings)
+    return settings
 
 
 @dataclass

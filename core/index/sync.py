@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import Instance
+from core.config import Instance, redact
 from core.embed import EmbedService
 from core.errors import IndexError_, RepoExpertError
 from core.index.build import Progress, Summary, build_index
@@ -121,6 +121,7 @@ async def sync_instance(
         raise
     finally:
         report.seconds = time.perf_counter() - t0
+        report.errors = [redact(e) for e in report.errors]  # whatever echoed a token
         await _record(layout, report)
     return report
 
