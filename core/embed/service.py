@@ -143,44 +143,36 @@ class EmbedService:
     async def embed_passages(
         self, texts: Sequence[str], progress: ProgressFn | None = None, *, background: bool = False
     ) -> np.ndarray:
-        """Vectors for passages, from the cache where possible, in order. ``background``
-        (indexing): one job per batch, each behind any question's job."""
-        texts = list(texts)
-        if not background:
-            return await self.run(lambda m: self._embed_all(m, texts, progress, False))
-        plan = await self.run(lambda m: self._plan(m, texts, False), background=True)
-        if progress:
-            progress(0, len(plan.todo))
-        for i in range(0, len(plan.todo), self.batch_size):
-            batch = plan.todo[i : i + self.batch_size]
-
-            def one(m: Embedder, batch: list[tuple[str, str]] = batch) -> None:
-                self._embed(m, plan, batch, False)
-
-            await self.run(one, background=True)
-            if progress:
-                progress(min(i + self.batch_size, len(plan.todo)), len(plan.todo))
-        return await self.run(lambda m: self._vectors(m, plan), background=True)
+        """Vectors for passages, from the cache where possible, in order; ``background``:
+        indexing, whose batches wait for every question's job."""
+        return await self._embed_many(list(texts), progress, False, background)
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for many fixed questions (a classifier's examples), cached like passages
         (their own cache keys: a text's query vector is not its passage vector)."""
-        texts = list(texts)
-        return await self.run(lambda m: self._embed_all(m, texts, None, True))
+        return await self._embed_many(list(texts), None, True, False)
+
+    async def _embed_many(
+        self, texts: list[str], progress: ProgressFn | None, as_query: bool, background: bool
+    ) -> np.ndarray:
+        """The cache lookup, then one job per batch of what it lacked, then the vectors in
+        order: between two batches the worker takes any job that comes first."""
+        plan = await self.run(lambda m: self._plan(m, texts, as_query), background=background)
+        n = len(plan.todo)
+        if progress:
+            progress(0, n)
+        for i in range(0, n, self.batch_size):
+            batch = plan.todo[i : i + self.batch_size]
+
+            def one(m: Embedder, batch: list[tuple[str, str]] = batch) -> None:
+                self._embed(m, plan, batch, as_query)
+
+            await self.run(one, background=background)
+            if progress:
+                progress(min(i + self.batch_size, n), n)
+        return await self.run(lambda m: self._vectors(m, plan), background=background)
 
     # -- on the worker thread ----------------------------------------------------------------
-    def _embed_all(
-        self, m: Embedder, texts: list[str], progress: ProgressFn | None, as_query: bool
-    ) -> np.ndarray:
-        plan = self._plan(m, texts, as_query)
-        if progress:
-            progress(0, len(plan.todo))
-        for i in range(0, len(plan.todo), self.batch_size):
-            self._embed(m, plan, plan.todo[i : i + self.batch_size], as_query)
-            if progress:
-                progress(min(i + self.batch_size, len(plan.todo)), len(plan.todo))
-        return self._vectors(m, plan)
-
     def _plan(self, m: Embedder, texts: list[str], as_query: bool) -> _Plan:
         hashes = [text_hash(QUERY_KEY + t if as_query else t) for t in texts]
         known = self._cached(lambda c: c.get_many(m.name, list(set(hashes)), m.dim)) or {}
