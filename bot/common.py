@@ -5,7 +5,8 @@
 * :class:`Limits` — a per-person rate limit and a global cap on answers in progress.
 * :class:`ChatCore` — the one call the adapters make: history in, ``RepoExpert.ask``, turn out.
 * :class:`StreamPreview` — a streamed answer's text so far, sent at most once per interval.
-* :func:`split_text` and the source-label helpers used to render answers within platform limits.
+* :func:`split_text` and the source-label helpers used to render answers within platform limits;
+  :func:`web_url`, the one test of whether a source's URL may become a link.
 """
 
 from __future__ import annotations
@@ -322,6 +323,18 @@ def split_text(text: str, limit: int) -> list[str]:
 
 
 _ISSUE_PREFIX = re.compile(r"^#\d+\s+")
+# An http(s) URL of RFC 3986 characters, less those a chat platform's link syntax uses (<>|()[]
+# and quotes): an issue's `url` comes from a file or an API and must not close a link and open
+# markup of its own.
+_WEB_URL = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::\d{1,5})?(?:[/?#][A-Za-z0-9\-._~:/?#@!$&*+,;=%]*)?"
+)
+
+
+def web_url(url: str | None) -> str | None:
+    """``url`` if it is a well-formed web URL that can be a link on every platform, else None
+    (then it is shown as text, or not at all)."""
+    return url if url and _WEB_URL.fullmatch(url) else None
 
 
 def source_label(s: Source) -> tuple[str, str]:

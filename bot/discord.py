@@ -10,6 +10,9 @@
 * Where the model streams, a message in the thread shows the answer so far (posted with the
   first text, then edited at most once per ``stream_interval`` seconds, marked as a preview);
   the checked answer replaces it by one more edit.
+* Untrusted text (questions, answers, issue titles) never makes a link: masked links
+  ``[text](url)`` outside code are broken (:func:`inert`), only well-formed web URLs are linked
+  in the Sources embed, and no message may mention anyone (``AllowedMentions.none()``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from core.models import Answer
+from core.models import MAX_QUESTION_CHARS, Answer
 
 from . import messages
 from .common import (
@@ -35,6 +38,7 @@ from .common import (
     StreamPreview,
     failure_line,
     source_label,
+    web_url,
 )
 from .common import split_text as split
 from .settings import DiscordSettings
@@ -54,6 +58,17 @@ class DiscordMessage:
     embeds: list[discord.Embed] = field(default_factory=list)
 
 
+_CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.S)
+
+
+def inert(text: str) -> str:
+    """``text`` with every masked link broken (``[github.com](https://evil)`` shows as
+    ``[github.com] (https://evil)``: the real address, linked only as itself); code spans and
+    blocks, where Discord renders no links, are left as written."""
+    parts = _CODE.split(text)
+    return "".join(p if i % 2 else p.replace("](", "] (") for i, p in enumerate(parts))
+
+
 def _embed_size(e: discord.Embed) -> int:
     return len(e.title or "") + len(e.description or "")
 
@@ -63,13 +78,15 @@ def answer_messages(answer: Answer) -> list[DiscordMessage]:
     text = answer.text + (f"\n-# {answer.note}" if answer.note else "")
     if answer.unsupported:
         text += f"\n-# {messages.unsupported(answer.unsupported)}"
+    text = inert(text)
     out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
     lines = []
     for s in answer.sources:
         where, what = source_label(s)
-        web = s.url.startswith(("http://", "https://"))
-        label = f"[{discord.utils.escape_markdown(where)}]({s.url})" if web else where
-        lines.append(f"**[{s.n}]** {label} {discord.utils.escape_markdown(what)}".rstrip())
+        url = web_url(s.url)
+        where = discord.utils.escape_markdown(where)
+        label = f"[{where}]({url})" if url else where
+        lines.append(f"**[{s.n}]** {label} {inert(discord.utils.escape_markdown(what))}".rstrip())
     descriptions: list[str] = []
     for line in lines:
         for piece in split(line, EMBED_DESCRIPTION_LIMIT):
@@ -96,7 +113,7 @@ def preview_content(text: str) -> str:
     marker = f"\n-# {messages.WRITING}"
     room = CONTENT_LIMIT - len(marker)
     body = text if len(text) <= room else text[: room - 1] + "…"
-    return body + marker
+    return inert(body) + marker
 
 
 class Preview(StreamPreview):
@@ -198,6 +215,11 @@ class DiscordBot(discord.Client):
             usage = messages.usage(allowed, self.core.access.default(place), self._example())
             await reply.send_message(usage, ephemeral=True)
             return
+        if len(question) > MAX_QUESTION_CHARS:
+            await reply.send_message(
+                messages.too_long(len(question), MAX_QUESTION_CHARS), ephemeral=True
+            )
+            return
         pick = self.core.access.pick(place, question, self._example(), named=instance or None)
         if isinstance(pick, Refusal):
             await reply.send_message(pick.message, ephemeral=True)
@@ -207,7 +229,9 @@ class DiscordBot(discord.Client):
             await reply.send_message(slot.message, ephemeral=True)
             return
         try:
-            asked = messages.asked(interaction.user.mention, pick.instance, pick.question, "**")
+            asked = messages.asked(
+                interaction.user.mention, pick.instance, inert(pick.question), "**"
+            )
             sent = await reply.send_message(asked)
             if _is_thread(interaction.channel):
                 thread: discord.abc.Messageable = interaction.channel  # type: ignore[assignment]
@@ -271,6 +295,9 @@ class DiscordBot(discord.Client):
         if not text or text.lower() == "help":
             usage = messages.usage(access.allowed(place), access.default(place), self._example())
             await message.reply(usage)
+            return None
+        if len(text) > MAX_QUESTION_CHARS:
+            await message.reply(messages.too_long(len(text), MAX_QUESTION_CHARS))
             return None
         pick = access.pick(place, text, self._example(), current=current)
         if isinstance(pick, Refusal):

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from core.config import Instance, match_key, names_allow
 from core.errors import (
+    BadQuestion,
     EmbeddingError,
     IndexError_,
     InstanceNotFound,
@@ -69,6 +70,7 @@ _ERRORS: list[tuple[type[RepoExpertError], int, str]] = [
     (InstanceNotFound, 404, "not_found"),
     (NotAllowed, 404, "not_found"),
     (PathNotAllowed, 400, "path_not_allowed"),
+    (BadQuestion, 400, "bad_request"),
     (IndexError_, 503, "index_unavailable"),
     (StoreError, 503, "store_unavailable"),
     (EmbeddingError, 503, "embedding_failed"),
@@ -83,7 +85,7 @@ def error_of(exc: BaseException) -> Rejected:
         return exc
     for cls, status, code in _ERRORS:
         if isinstance(exc, cls):
-            line = str(exc) if cls is PathNotAllowed else exc.user_line
+            line = str(exc) if cls in (PathNotAllowed, BadQuestion) else exc.user_line
             return Rejected(code, status, line)
     if isinstance(exc, RepoExpertError):
         return Rejected("error", 500, exc.user_line)

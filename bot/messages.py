@@ -39,6 +39,9 @@ def no_instance_here() -> str:
 
 
 def not_here(name: str, allowed: list[str]) -> str:
+    """``name`` may be anything a person typed (Discord's instance option): shown clipped, as
+    code, with no backtick to break out of it."""
+    name = name.replace("`", "'")[:60]
     rest = f" Available here: {_names(allowed)}." if allowed else ""
     return f"`{name}` is not available in this channel.{rest}"
 
@@ -56,6 +59,13 @@ def no_question(instance: str, example_prefix: str) -> str:
 
 def asked(mention: str, instance: str, question: str, bold: str = "*") -> str:
     return f"{mention} asked {bold}{instance}{bold}:\n> " + question.replace("\n", "\n> ")
+
+
+def too_long(length: int, limit: int) -> str:
+    return (
+        f"That question is {length:,} characters long; I read at most {limit:,}. Please ask it "
+        "in fewer words (quote only the lines that matter)."
+    )
 
 
 def searching(instance: str) -> str:

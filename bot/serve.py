@@ -92,7 +92,8 @@ async def serve(
 async def run_slack(
     core: ChatCore, s: SlackSettings, env: Mapping[str, str], client: AsyncWebClient | None = None
 ) -> None:
-    """Until cancelled. ``client``: the Web API client (default: slack.com with the bot token)."""
+    """Until cancelled. ``client``: the Web API client (default: ``slack.api_url`` with the bot
+    token)."""
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
     from slack_sdk.errors import SlackApiError
 

@@ -1,5 +1,5 @@
 """Process-wide settings of the faces (``repo-expert serve``): the chat bots, the HTTP API and
-web page (``api:``), the MCP server (``mcp:``).
+web page (``api:``), the MCP server (``mcp:``), the webhook receiver (``webhooks:``).
 
 Optional: without a file every default below applies. The file is YAML, given with
 ``serve --config FILE`` or ``REPO_EXPERT_SERVE_CONFIG``; ``${VAR}`` reads the environment, as in
@@ -10,12 +10,14 @@ which instances an API key may use is here, with the key (stored as its SHA-256)
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.config import ApiKey, load_settings_file
+from core.models import MAX_QUESTION_CHARS
 
 
 class _Model(BaseModel):
@@ -28,6 +30,11 @@ class SlackSettings(_Model):
         default="auto",
         description="socket: Socket Mode (needs SLACK_APP_TOKEN, no public URL); http: Events "
         "over HTTP (needs SLACK_SIGNING_SECRET); auto: socket if SLACK_APP_TOKEN is set.",
+    )
+    api_url: str = Field(
+        default="https://slack.com/api/",
+        description="Base URL of the Slack Web API (GovSlack: https://slack-gov.com/api/; a "
+        "local stand-in for tests).",
     )
     host: str = Field(default="0.0.0.0", description="HTTP mode: address to listen on.")
     port: int | None = Field(
@@ -46,6 +53,13 @@ class SlackSettings(_Model):
         "shows the text so far, updated (chat.update) at most once per this many seconds; "
         "0: no previews, only the final answer.",
     )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", v):
+            raise ValueError("expected an http(s) URL such as https://slack.com/api/")
+        return v if v.endswith("/") else v + "/"
 
     @field_validator("command")
     @classmethod
@@ -84,7 +98,11 @@ class ApiSettings(_Model):
         default=65536, ge=1024, le=16 * 1024 * 1024, description="Largest request body accepted."
     )
     max_question_chars: int = Field(
-        default=2000, ge=10, le=100_000, description="Longest question (or search query)."
+        default=2000,
+        ge=10,
+        le=MAX_QUESTION_CHARS,
+        description=f"Longest question (or search query); at most {MAX_QUESTION_CHARS}, what "
+        "the service reads.",
     )
     max_k: int = Field(default=20, ge=1, le=50, description="Most sources one search returns.")
 
@@ -95,6 +113,23 @@ class ApiSettings(_Model):
         if len(set(names)) != len(names):
             raise ValueError("two keys have the same name; each key needs its own")
         return v
+
+
+class WebhookSettings(_Model):
+    max_body_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=1024,
+        le=25 * 1024 * 1024,
+        description="Largest delivery accepted (GitHub sends at most 25 MB; most are a few KB). "
+        "A larger Content-Length is refused before the body is read.",
+    )
+    read_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a delivery's body may take to arrive; a slower one is refused "
+        "(408) and its connection closed.",
+    )
 
 
 class McpSettings(_Model):
@@ -110,6 +145,7 @@ class ServeConfig(_Model):
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     rate_limit: int = Field(
         default=5, ge=1, description="Questions one person may ask per rate_window seconds."
     )

@@ -11,18 +11,27 @@
   replaces it. (Slack's ``chat.startStream``/``appendStream`` only append text, while the
   preview must give way to the renumbered, checked answer; so ``chat.update``.)
 * 👍/👎 buttons record feedback. Refusals (access, rate limit, busy, help) are ephemeral.
+* Each delivery is handled once: a request Slack retries (``X-Slack-Retry-Num``) or anyone
+  replays inside the signature's 5-minute window carries the same ``event_id`` (events) or
+  ``trigger_id`` (commands, buttons) and is acked without being answered again (:class:`Once`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from core.models import MAX_QUESTION_CHARS
 from core.store.conversations import Verdict
 
 from . import messages
@@ -37,12 +46,24 @@ from .common import (
     failure_line,
 )
 from .settings import SlackSettings
-from .slack_blocks import FEEDBACK_DOWN, FEEDBACK_UP, answer_messages, clean_text, preview_message
+from .slack_blocks import (
+    FEEDBACK_DOWN,
+    FEEDBACK_UP,
+    answer_messages,
+    clean_text,
+    escape,
+    preview_message,
+)
 
 log = logging.getLogger(__name__)
 
 WORKING_REACTION = "eyes"
 _CANNOT_POST = {"not_in_channel", "channel_not_found", "is_archived", "restricted_action"}
+
+
+def mention(user: str) -> str:
+    """The asker's mention; anything but a Slack user id is shown as text."""
+    return f"<@{user}>" if re.fullmatch(r"[UW][A-Z0-9]+", user) else escape(user)
 
 
 def thread_key(place: Place, thread_ts: str) -> str:
@@ -59,6 +80,35 @@ def problem_line(exc: BaseException) -> str:
         if error in _CANNOT_POST:
             return messages.cannot_post(error)
     return failure_line(exc)
+
+
+class Once:
+    """Delivery ids seen in the last ``ttl`` seconds (at most ``size``): longer than Slack's
+    retries and its 5-minute signature window, so a retried or replayed request is seen."""
+
+    def __init__(self, ttl: float = 600.0, size: int = 50_000) -> None:
+        self.ttl, self.size = ttl, size
+        self._seen: OrderedDict[str, float] = OrderedDict()
+
+    def first(self, key: str) -> bool:
+        now = time.monotonic()
+        while self._seen and (len(self._seen) >= self.size or
+                              next(iter(self._seen.values())) < now - self.ttl):  # fmt: skip
+            self._seen.popitem(last=False)
+        if key in self._seen:
+            return False
+        self._seen[key] = now
+        return True
+
+
+def delivery_key(body: dict[str, Any]) -> str | None:
+    """What identifies one delivery: an event's ``event_id``, a command's or an action's
+    ``trigger_id``."""
+    for field in ("event_id", "trigger_id"):
+        value = body.get(field)
+        if isinstance(value, str) and value:
+            return f"{field}:{value}"
+    return None
 
 
 class Preview(StreamPreview):
@@ -84,6 +134,8 @@ class SlackBot:
         self.core, self.settings, self.app = core, settings, app
         self.client: AsyncWebClient = app.client
         self._tasks = Background("slack")
+        self._once = Once()
+        app.middleware(self.dedupe)
         app.command(settings.command)(self.on_command)
         app.event("app_mention")(self.on_mention)
         app.event("message")(self.on_message)
@@ -103,7 +155,7 @@ class SlackBot:
         """The Bolt app; requests over HTTP must carry a valid signature (``signing_secret``);
         Socket Mode requests come over the authenticated socket instead."""
         app = AsyncApp(
-            client=client or AsyncWebClient(token=token),
+            client=client or AsyncWebClient(token=token, base_url=settings.api_url),
             signing_secret=signing_secret or "",
             name="repo-expert",
         )
@@ -114,6 +166,18 @@ class SlackBot:
         await self._tasks.drain()
 
     # -- listeners ----------------------------------------------------------------------------
+    async def dedupe(
+        self, body: dict[str, Any], next: Callable[[], Awaitable[None]]
+    ) -> BoltResponse | None:
+        """Runs after Bolt verified the signature: a delivery already handled is acked, once
+        more, with nothing done."""
+        key = delivery_key(body)
+        if key is not None and not self._once.first(key):
+            log.info("slack: %s was already handled (a retry or a replay): ignored", key[:80])
+            return BoltResponse(status=200, body="")
+        await next()
+        return None
+
     async def on_command(
         self, ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond
     ) -> None:
@@ -122,6 +186,11 @@ class SlackBot:
         text = clean_text(command.get("text", ""), None)
         if text.lower() in ("", "help"):
             await ack(text=self._usage(place), response_type="ephemeral")
+            return
+        if len(text) > MAX_QUESTION_CHARS:
+            await ack(
+                text=messages.too_long(len(text), MAX_QUESTION_CHARS), response_type="ephemeral"
+            )
             return
         pick = self.core.access.pick(place, text, self.settings.command)
         if isinstance(pick, Refusal):
@@ -181,7 +250,7 @@ class SlackBot:
             try:
                 root = await self.client.chat_postMessage(
                     channel=place.channel,
-                    text=messages.asked(f"<@{user}>", pick.instance, pick.question),
+                    text=messages.asked(mention(user), pick.instance, escape(pick.question)),
                     unfurl_links=False, unfurl_media=False,
                 )  # fmt: skip
             except SlackApiError as e:
@@ -205,6 +274,11 @@ class SlackBot:
         text = clean_text(event.get("text", ""), context.bot_user_id)
         if text.lower() in ("", "help"):
             await self._ephemeral(place, user, thread_ts, self._usage(place))
+            return
+        if len(text) > MAX_QUESTION_CHARS:
+            await self._ephemeral(
+                place, user, thread_ts, messages.too_long(len(text), MAX_QUESTION_CHARS)
+            )
             return
         pick = self.core.access.pick(place, text, self.settings.command, current=current)
         if isinstance(pick, Refusal):

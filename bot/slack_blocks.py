@@ -4,6 +4,11 @@ A message is the answer in ``section`` blocks (at most 3,000 characters of text 
 optional note, a numbered *Sources* list (each entry a permalink labelled ``path:lines`` or
 ``#N``, then the title) and 👍/👎 buttons. A message holds at most 50 blocks; a longer answer
 continues in further messages of the thread, each marked "part i of n" — nothing is cut.
+
+Everything Slack parses — blocks and the fallback ``text`` alike — carries untrusted text
+(questions, issue bodies, model output) only through :func:`escape`, so no ``<!channel>``, user
+mention or link can be written by anyone but this module; only well-formed web URLs
+(:func:`~bot.common.web_url`) become links.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import Any
 from core.models import MARKER, Answer
 
 from . import messages
-from .common import source_label, split_text
+from .common import source_label, split_text, web_url
 
 SECTION_TEXT_LIMIT = 3000
 BLOCKS_PER_MESSAGE = 50
@@ -40,16 +45,33 @@ def unescape(text: str) -> str:
     return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
-_LINK = re.compile(r"<(https?://[^|>]+)(?:\|([^>]*))?>")
+_MARKUP = re.compile(r"<([^<>]*)>")
+
+
+def _plain(m: re.Match[str]) -> str:
+    """Slack's markup as the words it shows: ``<@U1>`` → ``@U1``, ``<!channel>`` → ``@channel``,
+    ``<#C1|general>`` → ``#general``, ``<url|label>`` → ``label``."""
+    body, _, label = m.group(1).partition("|")
+    if body[:1] in ("@", "#"):
+        return body[0] + (label.lstrip("@#") or body[1:])
+    if body[:1] == "!":  # special mentions; a user group or date shows its label
+        return label or "@" + body[1:].split("^")[0]
+    return label or body
 
 
 def clean_text(text: str, bot_user: str | None) -> str:
-    """What a person typed, from Slack's markup: the bot's mention removed, links unwrapped,
+    """What a person typed, from Slack's markup: the bot's mention removed, mentions and links
+    as the words they show (so nothing the question says can ping or link when echoed),
     entities decoded."""
     if bot_user:
         text = text.replace(f"<@{bot_user}>", " ")
-    text = _LINK.sub(lambda m: m.group(2) or m.group(1), text)
+    text = _MARKUP.sub(_plain, text)
     return re.sub(r"[ \t]+", " ", unescape(text)).strip()
+
+
+def fallback_text(text: str, limit: int = FALLBACK_CHARS) -> str:
+    """A message's notification ``text`` (Slack parses it too): clipped, then escaped."""
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _section(text: str) -> Block:
@@ -62,7 +84,7 @@ def _context(text: str) -> Block:
 
 def _linked_markers(text: str, answer: Answer) -> str:
     # Only web URLs become links: without a web_url a permalink is a bare "path#L3-L9".
-    urls = {s.n: s.url for s in answer.sources if s.url.startswith(("http://", "https://"))}
+    urls = {s.n: u for s in answer.sources if (u := web_url(s.url))}
 
     def link(m: re.Match[str]) -> str:
         url = urls.get(int(m.group(1)))
@@ -75,8 +97,8 @@ def source_lines(answer: Answer) -> list[str]:
     out = []
     for s in answer.sources:
         where, what = source_label(s)
-        web = s.url.startswith(("http://", "https://"))
-        label = f"<{s.url}|{escape(where)}>" if web else escape(where)
+        url = web_url(s.url)
+        label = f"<{url}|{escape(where)}>" if url else escape(where)
         out.append(f"*[{s.n}]* {label}" + (f" {escape(what)}" if what else ""))
     return out
 
@@ -124,8 +146,9 @@ def preview_message(text: str, section_limit: int = SECTION_TEXT_LIMIT) -> Slack
         if amp >= 0 and ";" not in body[amp:]:
             body = body[:amp]  # never half an entity
         body += "…"
-    fallback = text if len(text) <= FALLBACK_CHARS else text[: FALLBACK_CHARS - 1] + "…"
-    return SlackMessage(text=fallback, blocks=[_section(body), _context(messages.WRITING)])
+    return SlackMessage(
+        text=fallback_text(text), blocks=[_section(body), _context(messages.WRITING)]
+    )
 
 
 def answer_messages(
@@ -151,9 +174,7 @@ def answer_messages(
     else:
         per = max_blocks - 1  # one block for "part i of n"
         groups = [blocks[i : i + per] for i in range(0, len(blocks), per)]
-    fallback = answer.text
-    if len(fallback) > FALLBACK_CHARS:  # a notification preview; the blocks hold all of it
-        fallback = fallback[: FALLBACK_CHARS - 1] + "…"
+    fallback = fallback_text(answer.text)  # the blocks hold all of it
     out = []
     for i, group in enumerate(groups, start=1):
         if len(groups) > 1:

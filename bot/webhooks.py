@@ -17,6 +17,13 @@ secret verifies it and whose repository it is about (``issues.github``, ``web_ur
   incremental issues sync, then re-index; the code is not fetched.
 - anything else → 202, ignored.
 
+Nothing a caller without a secret sends costs more than a glance: a request whose
+``X-Hub-Signature-256`` is missing or malformed (401) or whose ``Content-Length`` is over
+``webhooks.max_body_bytes`` (413) is refused before its body is read; a body is read for at most
+``webhooks.read_timeout`` seconds (408), and a refused connection is closed after a short
+linger. A signed payload that is not the JSON object GitHub sends (too deep, a ``repository``
+that is not an object) is a 400, never a traceback.
+
 Deliveries are answered at once (202) and synced in the background, one sync per instance at a
 time: deliveries arriving meanwhile are merged into the next one (a burst of comments costs one
 sync). Questions are answered from the live build while a sync runs.
@@ -41,9 +48,13 @@ from core.config import Instance
 from core.errors import ConfigError
 from core.service import RepoExpert, SyncRequest
 
+from .settings import WebhookSettings
+
 log = logging.getLogger(__name__)
 
 DEFAULT_PATH = "/webhooks/github"
+LINGER_S = 2.0  # how long a refused request's unread body is drained before the socket closes
+_SIGNATURE = re.compile(r"sha256=[0-9a-f]{64}")
 ISSUE_EVENTS = {"issues": "issue", "issue_comment": "issue"}
 PR_EVENTS = {
     "pull_request": "pull_request",
@@ -125,29 +136,30 @@ def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequ
         if want:
             ok = ref in (f"refs/heads/{want}", f"refs/tags/{want}", want)
         else:
-            default = str((payload.get("repository") or {}).get("default_branch") or "")
+            default = str(_object(payload, "repository").get("default_branch") or "")
             ok = bool(default) and ref == f"refs/heads/{default}"
         return SyncRequest(repo=True, issues=False) if ok else None
     key = ISSUE_EVENTS.get(event) or PR_EVENTS.get(event)
     if key is None or not inst.issues.github:
         return None
-    full_name = str((payload.get("repository") or {}).get("full_name") or "").lower()
+    full_name = str(_object(payload, "repository").get("full_name") or "").lower()
     if full_name and full_name != inst.issues.github.lower():
         return None  # an issue of the code repository, not of the one the issues come from
-    obj = payload.get(key)
-    number = obj.get("number") if isinstance(obj, dict) else None
-    if not isinstance(number, int):
+    number = _object(payload, key).get("number")
+    if not isinstance(number, int) or isinstance(number, bool):
         return None
     return SyncRequest(repo=False, issues=True, numbers=frozenset({number}))
 
 
 class WebhookReceiver:
     def __init__(
-        self, app: RepoExpert, instances: dict[str, Instance], scheduler: SyncScheduler
-    ) -> None:
+        self, app: RepoExpert, instances: dict[str, Instance], scheduler: SyncScheduler,
+        settings: WebhookSettings | None = None,
+    ) -> None:  # fmt: skip
         self.app = app
         self.instances = instances
         self.scheduler = scheduler
+        self.settings = settings or WebhookSettings()
 
     def routes(self, web_app: web.Application, path: str = DEFAULT_PATH) -> None:
         web_app.router.add_post(path, self.handle)
@@ -158,62 +170,104 @@ class WebhookReceiver:
         return web.json_response({"ok": True})
 
     async def handle(self, request: web.Request) -> web.Response:
-        body = await request.read()
+        delivery = request.headers.get("X-GitHub-Delivery", "?")[:80]
+        header = request.headers.get("X-Hub-Signature-256") or ""
+        if not _SIGNATURE.fullmatch(header):  # no secret can verify it: don't read the body
+            log.warning("webhook delivery %s refused: missing or malformed signature", delivery)
+            return _refuse(401, "invalid signature")
+        cap = self.settings.max_body_bytes
+        if (request.content_length or 0) > cap:
+            return _refuse(413, f"body larger than {cap} bytes")
+        try:
+            async with asyncio.timeout(self.settings.read_timeout):
+                body = await request.read()
+        except TimeoutError:
+            log.warning("webhook delivery %s refused: body not sent in time", delivery)
+            return _refuse(408, "body not sent in time")
+        except web.HTTPRequestEntityTooLarge:  # a chunked body past client_max_size
+            return _refuse(413, f"body larger than {cap} bytes")
         name = request.match_info.get("instance")
         # An unknown name gets the same 401 as a bad signature: no probing for instance names.
         candidates = (
             [self.instances[name]] if name in self.instances else []
         ) if name else list(self.instances.values())  # fmt: skip
-        header = request.headers.get("X-Hub-Signature-256")
         verified = [
             i for i in candidates
             if i.webhook_secret and verify(i.webhook_secret.get_secret_value(), body, header)
         ]  # fmt: skip
-        delivery = request.headers.get("X-GitHub-Delivery", "?")
         if not verified:
-            log.warning("webhook delivery %s refused: bad or missing signature", delivery)
+            log.warning("webhook delivery %s refused: bad signature", delivery)
             return web.json_response({"error": "invalid signature"}, status=401)
         event = request.headers.get("X-GitHub-Event", "")
         try:
             payload = _payload(body, request.content_type)
-        except ValueError:
-            return web.json_response({"error": "payload is not JSON"}, status=400)
+            full_name = str(_object(payload, "repository").get("full_name") or "").lower()
+            wanted = [(i, request_for(i, event, payload)) for i in verified]
+        except ValueError as e:
+            log.warning("webhook delivery %s refused: %s", delivery, e)
+            return web.json_response({"error": f"payload: {e}"}, status=400)
         if event == "ping":
             return web.json_response({"ok": True, "instances": [i.name for i in verified]})
-        full_name = str((payload.get("repository") or {}).get("full_name") or "").lower()
         queued = []
-        for inst in verified:
+        for inst, req in wanted:
             if name is None and full_name not in repo_names(inst):
                 continue
-            req = request_for(inst, event, payload)
             if req is not None:
                 self.scheduler.request(inst.name, req)
                 queued.append(inst.name)
-        log.info("webhook %s %s (%s): queued %s", event, delivery, full_name, queued or "nothing")
+        log.info("webhook %s %s (%s): queued %s", event[:40], delivery, full_name[:200],
+                 queued or "nothing")  # fmt: skip
         return web.json_response({"queued": queued}, status=202)
 
 
+def _refuse(status: int, error: str) -> web.Response:
+    """A refusal before (or instead of) reading the body: the connection is not kept alive."""
+    resp = web.json_response({"error": error}, status=status)
+    resp.force_close()
+    return resp
+
+
 def _payload(body: bytes, content_type: str) -> dict[str, Any]:
-    if content_type == "application/x-www-form-urlencoded":
-        body = (parse_qs(body.decode()).get("payload") or ["{}"])[0].encode()
-    data = json.loads(body or b"{}")
+    """The delivery's JSON object; anything else (not JSON, not UTF-8, nested past Python's
+    stack) is a ValueError."""
+    try:
+        if content_type == "application/x-www-form-urlencoded":
+            body = (parse_qs(body.decode()).get("payload") or ["{}"])[0].encode()
+        data = json.loads(body or b"{}")
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError("not JSON") from None
     if not isinstance(data, dict):
         raise ValueError("expected a JSON object")
     return data
 
 
+def _object(payload: dict[str, Any], key: str) -> dict[str, Any]:
+    """``payload[key]`` where GitHub sends an object there: absent or null is {}, anything else
+    a ValueError."""
+    value = payload.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{key} must be an object")
+    return value
+
+
 def make_web_app(
     app: RepoExpert, instances: dict[str, Instance], scheduler: SyncScheduler,
-    path: str = DEFAULT_PATH,
+    path: str = DEFAULT_PATH, settings: WebhookSettings | None = None,
 ) -> web.Application:  # fmt: skip
-    web_app = web.Application(client_max_size=25 * 1024 * 1024)  # GitHub caps payloads at 25 MB
-    WebhookReceiver(app, instances, scheduler).routes(web_app, path)
+    settings = settings or WebhookSettings()
+    web_app = web.Application(client_max_size=settings.max_body_bytes)
+    WebhookReceiver(app, instances, scheduler, settings).routes(web_app, path)
     return web_app
 
 
 async def serve_webhooks(
-    app: RepoExpert, host: str = "0.0.0.0", port: int | None = None, path: str = DEFAULT_PATH
-) -> None:
+    app: RepoExpert, host: str = "0.0.0.0", port: int | None = None, path: str = DEFAULT_PATH,
+    settings: WebhookSettings | None = None,
+) -> None:  # fmt: skip
     """Listen until cancelled. Fails before listening if no instance has a webhook secret."""
     instances = app.load_instances()
     with_secret = {n: i for n, i in instances.items() if i.webhook_secret}
@@ -224,7 +278,9 @@ async def serve_webhooks(
         )
     port = port or int(os.environ.get("PORT") or 8080)
     scheduler = SyncScheduler(app)
-    runner = web.AppRunner(make_web_app(app, with_secret, scheduler, path))
+    runner = web.AppRunner(
+        make_web_app(app, with_secret, scheduler, path, settings), lingering_time=LINGER_S
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -8,12 +8,14 @@
     ├── NotAllowed                  an instance asked where its access rules do not allow it
     ├── PathNotAllowed              a file asked for by path is outside the repository or not one
     │                               of its indexed files (absolute, ``..``, a symlink, excluded)
+    ├── BadQuestion                 a question the service does not take: empty, or too long
     ├── SourceError                 a repository or issues source could not be read
     │   ├── RateLimited             GitHub asked us to wait longer than we will (``reset_at``)
     │   └── Gone                    a GitHub listing or item no longer exists (deleted, moved)
     ├── IndexError_                 the index is missing, stale or broken
     ├── StoreError                  a file or database of the store cannot be used (locked, or
-    │                               written by a newer repo-expert)
+    │   │                           written by a newer repo-expert, or the disk is full)
+    │   └── CorruptFile             a store file is not what was written (not SQLite, garbled)
     ├── EmbeddingError              the embedding backend failed or is unavailable
     │   └── ModelFormatError        the bundled model file is not in the format we read
     └── LLMError                    the language model gave no usable answer (down, refused, slow)
@@ -69,6 +71,13 @@ class PathNotAllowed(RepoExpertError):
     user_line = "that path is not an indexed file of the repository"
 
 
+class BadQuestion(RepoExpertError):
+    """An empty question, or one longer than ``models.MAX_QUESTION_CHARS``. Its message describes
+    only the caller's own question, so a face may show it as it is."""
+
+    user_line = "that question is empty or too long"
+
+
 class SourceError(RepoExpertError):
     """A repository or issue source could not be read."""
 
@@ -98,6 +107,11 @@ class StoreError(RepoExpertError):
     schema newer than this program knows."""
 
     user_line = "the bot's data store is not available"
+
+
+class CorruptFile(StoreError):
+    """A file of the store is not what was written: not SQLite, garbled, truncated. What can be
+    rebuilt (the embedding cache, a build) is set aside and rebuilt; the message names it."""
 
 
 class EmbeddingError(RepoExpertError):

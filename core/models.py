@@ -11,6 +11,10 @@ Collection = Literal["docs", "code", "issues"]
 # A citation marker: "[3]" cites sources[2]. The one definition every module uses.
 MARKER = re.compile(r"\[(\d{1,3})\]")
 COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
+# The longest question (or search query) the service reads: about four times what the embedder's
+# 512-token window holds, so nothing a question says is lost to a cap, and every step per question
+# stays in milliseconds (a 40,000-character question, Slack's limit, stalled the loop 3.3 s).
+MAX_QUESTION_CHARS = 4000
 
 
 # Test code by its path: a tests/test/spec folder (any case), or a test file name in the common

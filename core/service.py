@@ -28,7 +28,7 @@ from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed import EmbedService, embed_service
-from core.errors import IndexError_, PathNotAllowed
+from core.errors import BadQuestion, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, instance_status, sync_instance
 from core.ingest.files import (
@@ -41,7 +41,7 @@ from core.ingest.files import (
 from core.ingest.gather import SyncRequest
 from core.ingest.github import ClientOptions
 from core.layout import Layout
-from core.models import Answer, Collection, Retrieval, Turn
+from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn
 from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.options import Mode, Options
@@ -54,10 +54,26 @@ log = logging.getLogger(__name__)
 EmbedderFor = Callable[[Instance], EmbedService]
 
 # What faces use with the service: the service's own types, importable from here.
-__all__ = ["FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest"]
+__all__ = ["FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest", "checked_question"]
 
 # How long a replaced index reader stays open for the questions still running on it.
 RETIRE_GRACE_S = 300.0
+
+
+def checked_question(text: str) -> str:
+    """The question as the service reads it (stripped), or :class:`BadQuestion`."""
+    q = text.strip()
+    if not q:
+        raise BadQuestion(
+            "the question is empty: ask something about the repository, e.g. "
+            "'where is the timeout set?'"
+        )
+    if len(q) > MAX_QUESTION_CHARS:
+        raise BadQuestion(
+            f"the question is {len(q):,} characters long; at most {MAX_QUESTION_CHARS:,} are "
+            "read: ask it in fewer words (quote only the lines that matter)"
+        )
+    return q
 
 
 class RepoExpert:
@@ -152,6 +168,7 @@ class RepoExpert:
         }  # fmt: skip
 
     async def has_index(self, name: str) -> bool:
+        self.instance(name)  # an unknown or unloadable instance fails here, with its file
         return await self.store.live_id(name) is not None
 
     async def reader(self, name: str) -> BuildReader:
@@ -197,6 +214,7 @@ class RepoExpert:
         weights: dict[Collection, float] | None = None,
         mode: Mode = "full",
     ) -> Retrieval:
+        question = checked_question(question)
         opt = Options.of(self.instance(name).retrieval, k=k, weights=weights, mode=mode)
         reader = await self.reader(name)
         embedder = self.embedder(name)
@@ -224,6 +242,7 @@ class RepoExpert:
     ) -> Retrieval:
         """The sources retrieval finds for ``query``, numbered 1..n in rank order (no answer):
         of one collection when ``collection`` is given."""
+        query = checked_question(query)
         opt = Options.of(self.instance(name).retrieval, k=k)
         if collection is not None:
             opt = dataclasses.replace(opt, collections=(collection,))
@@ -275,6 +294,7 @@ class RepoExpert:
         returned is the same as without ``on_text`` and replaces it. Extractive answers don't
         stream: ``on_text`` is never called."""
         t = time.perf_counter()
+        question = checked_question(question)
         # A follow-up ("and its default?") is searched together with the turn it follows —
         # resolved once, here; the answerer gets the question as asked, the conversation, and
         # (in the retrieval) what was searched.

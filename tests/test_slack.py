@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from itertools import pairwise
+from itertools import count, pairwise
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -47,6 +47,14 @@ from core.models import Turn
 from core.store.conversations import ConversationStore
 
 SECRET = "test-signing-secret"
+_triggers = count(1)
+
+
+def trigger() -> str:
+    """A new trigger_id, as Slack gives every invocation (the bot handles each one once)."""
+    return f"1.2.{next(_triggers)}"
+
+
 TOKEN = "xoxb-test-token"
 
 
@@ -107,7 +115,7 @@ def command_body(w: World, text: str, channel: str = "CGEN", user: str = "U1",
     return urlencode({
         "token": "legacy", "team_id": team, "team_domain": "acme", "channel_id": channel,
         "channel_name": "general", "user_id": user, "user_name": user.lower(),
-        "command": "/repo", "text": text, "api_app_id": "A1", "trigger_id": "1.2.3",
+        "command": "/repo", "text": text, "api_app_id": "A1", "trigger_id": trigger(),
         "response_url": w.stub.response_url(),
     })  # fmt: skip
 
@@ -139,7 +147,7 @@ def button(action_id: str, value: str, user: str = "U2", channel: str = "CGEN",
     payload = {
         "type": "block_actions", "team": {"id": "T1", "domain": "acme"},
         "user": {"id": user, "username": user.lower(), "team_id": "T1"},
-        "api_app_id": "A1", "token": "legacy", "trigger_id": "1.2.3",
+        "api_app_id": "A1", "token": "legacy", "trigger_id": trigger(),
         "channel": {"id": channel, "name": "general"},
         "container": {"type": "message", "message_ts": "2.0", "channel_id": channel},
         "message": {"type": "message", "ts": "2.0", "thread_ts": thread_ts, "text": "x"},

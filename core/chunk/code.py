@@ -2,10 +2,10 @@
 
 ``chunk_code`` turns a source file into chunks that each cover a contiguous range of lines of
 the original file, start with a context line (``path › Qual.name``) and fit the embedder's
-token budget.  Top-level definitions become one chunk each when they fit; long classes are split
+token budget. Top-level definitions become one chunk each when they fit; long classes are split
 into a header chunk and (groups of) methods, long functions at statement boundaries with their
 signature repeated; module-level code between definitions is packed into "module" chunks.
-Unsupported languages fall back to plain line windows.
+Unsupported languages, and definitions nested past Python's stack, fall back to line windows.
 """
 
 from __future__ import annotations
@@ -446,21 +446,15 @@ class _Chunker:
         self.pack(0, len(self.lines) - 1, None, "window", [], None, {}, True, WINDOW_LINES)
 
 
-def _split_lines(source: str) -> list[str]:
-    lines = source.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def chunk_code(
-    path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int
+    path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int, parse: bool = True
 ) -> tuple[list[CodeChunk], list[SymbolDef]]:
-    """Chunk one source file; returns (chunks in file order, symbol table)."""
+    """Chunk one source file; returns (chunks in file order, symbol table). ``parse=False``:
+    line windows only."""
     if not source.strip():
         return [], []
-    lines = _split_lines(source)
-    lang = language_for_path(path)
+    lines = source.removesuffix("\n").split("\n")
+    lang = language_for_path(path) if parse else None
     defs: list[_Def] | None = None
     root: Node | None = None
     if lang is not None:
@@ -488,7 +482,11 @@ def chunk_code(
 def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk], list[Symbol]]:
     """The chunker contract (``core.chunk``): a source file → chunks and its symbol table."""
     assert doc.path is not None
-    code_chunks, defs = chunk_code(doc.path, doc.text, count, window)
+    try:
+        code_chunks, defs = chunk_code(doc.path, doc.text, count, window)
+    except RecursionError:  # definitions nested deeper than Python's stack: line windows
+        log.warning("%s: nested too deeply to chunk by symbol; using line windows", doc.path)
+        code_chunks, defs = chunk_code(doc.path, doc.text, count, window, parse=False)
     chunks = [
         Chunk("code", doc.key, cc.text, cc.symbol or doc.path, count(cc.text), path=doc.path,
               start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol, kind=cc.kind)

@@ -146,26 +146,57 @@ def prose_units(lines: list[str], first_line: int) -> list[Unit]:
     return units
 
 
+def _fit_prefix(word: str, budget: int, count: TokenCounter) -> int:
+    """How many leading characters of ``word`` fit ``budget`` tokens (all of them: ``len``),
+    looking at no more than 16 characters per budget token: a cut costs the same however long
+    the word is (a 1 MB base64 image is cut in linear time, not quadratic)."""
+    size = budget * 3  # most text has more characters than tokens: one probe usually tells
+    while True:
+        probe = word[:size]
+        used = count(probe)
+        if used > budget:
+            break
+        if len(probe) == len(word) or size >= budget * 16:
+            return len(probe)
+        size *= 4
+    cut = max(1, len(probe) * budget * 19 // (20 * used))  # 5% short of the estimate
+    while cut > 1 and count(probe[:cut]) > budget:
+        cut = max(1, cut * 9 // 10)
+    return cut
+
+
 def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]:
-    """A unit larger than the window: cut at line breaks, else at word boundaries."""
+    """A unit larger than the window: cut at line breaks, else at word boundaries; a single
+    "word" over the window (minified data, base64) is cut hard. Word counts are summed (with one
+    token per separator, an upper bound for the embedders' tokenizers) and the joined text is
+    counted only when the sum says it would not fit: linear in the unit."""
     seps = "\n" if "\n" in unit.text else " "
-    words = unit.text.split(seps)
     out: list[Unit] = []
     cur: list[str] = []
-    for w in words:
-        while count(w) > budget:  # a single "word" over the window (minified data): hard cut
-            cut = max(1, len(w) * budget // max(count(w), 1) - 1)
+    est = 0  # tokens of seps.join(cur), an upper bound
+
+    def emit(text: str) -> None:
+        out.append(Unit(text, unit.start_line, unit.end_line, " "))
+
+    for w in unit.text.split(seps):
+        while (n := _fit_prefix(w, budget, count)) < len(w):
             if cur:
-                out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
-                cur = []
-            out.append(Unit(w[:cut], unit.start_line, unit.end_line, " "))
-            w = w[cut:]
-        if cur and count(seps.join([*cur, w])) > budget:
-            out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
-            cur = []
+                emit(seps.join(cur))
+                cur, est = [], 0
+            emit(w[:n])
+            w = w[n:]
+        size = count(w)
+        if cur and est + 1 + size > budget:
+            joined = count(seps.join([*cur, w]))
+            if joined > budget:
+                emit(seps.join(cur))
+                cur, est = [], 0
+            else:
+                est = joined - size - 1  # the real count: the next word adds to it
+        est += size + (1 if cur else 0)
         cur.append(w)
     if cur:
-        out.append(Unit(seps.join(cur), unit.start_line, unit.end_line, " "))
+        emit(seps.join(cur))
     first = out[0]
     out[0] = Unit(first.text, first.start_line, first.end_line, unit.sep)
     return out

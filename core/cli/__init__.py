@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sqlite3
 import sys
 import textwrap
 from importlib import metadata
@@ -21,7 +22,7 @@ from importlib import metadata
 import core
 from core.cli import commands as c
 from core.cli.init import cmd_init
-from core.config import Settings
+from core.config import RedactingFormatter, Settings, redact
 from core.errors import RepoExpertError
 from core.extras import need
 from core.service import RepoExpert
@@ -45,15 +46,14 @@ async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
     for module, extra in SERVE_NEEDS[args.platform]:
         need(module, extra, f"serve {args.platform}")
     # The faces build on core; this entry point is the one place that reaches up to them.
-    if args.platform == "webhooks":
-        from bot.webhooks import serve_webhooks
-
-        await serve_webhooks(app, args.host, args.port)
-        return 0
     from bot.settings import load_serve_config
 
     config = load_serve_config(args.config)
-    if args.platform == "api":
+    if args.platform == "webhooks":
+        from bot.webhooks import serve_webhooks
+
+        await serve_webhooks(app, args.host, args.port, settings=config.webhooks)
+    elif args.platform == "api":
         from bot.api import serve_api
 
         await serve_api(app, config, args.host, args.port)
@@ -319,11 +319,17 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(getattr(args, "verbose", 0), 2)]
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level)
+    for handler in logging.getLogger().handlers:  # no token in any log line (config/redact.py)
+        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     try:
         return asyncio.run(_run(args))
     except RepoExpertError as e:
-        print(f"repo-expert: {e}", file=sys.stderr)
+        print(f"repo-expert: {redact(str(e))}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.Error) as e:  # the disk, a file: what no layer above could name
+        log.debug("unexpected %s", type(e).__name__, exc_info=True)
+        print(f"repo-expert: {redact(' '.join(str(e).split()))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("repo-expert: interrupted; the previous index is still in place", file=sys.stderr)

@@ -16,12 +16,13 @@ from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import watch
+from core.config import redact
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
-from core.service import RepoExpert
+from core.service import RepoExpert, checked_question
 
 
 async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
@@ -50,7 +51,7 @@ async def cmd_index(app: RepoExpert, args: argparse.Namespace) -> int:
     print(json.dumps(s.to_json(), indent=2) if args.json else format_summary(s))
     # What the build went on without (a repository that could not be fetched, GitHub's API):
     # recorded for `status`, and said here.
-    for e in report.errors:
+    for e in report.errors:  # redacted by the sync (core/index/sync.py)
         print(f"repo-expert: {e}", file=sys.stderr)
     return 1 if report.errors else 0
 
@@ -73,6 +74,7 @@ async def _ensure_index(app: RepoExpert, name: str, quiet: bool = False) -> None
 
 
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
+    checked_question(args.question)  # an empty or overlong question: one line, nothing built
     await _ensure_index(app, args.name, quiet=args.json)
     answer = await app.ask(args.name, args.question)
     if args.json:
@@ -175,7 +177,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
         if isinstance(r, SyncReport):
             print(json.dumps(r.to_json()) if args.json else r.line(), flush=True)
         else:
-            print(f"sync of {name} failed: {r}", file=sys.stderr, flush=True)
+            print(f"sync of {name} failed: {redact(str(r))}", file=sys.stderr, flush=True)
 
     if args.watch:
         await watch(app, names, show, interval=args.interval)

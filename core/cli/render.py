@@ -113,6 +113,8 @@ def format_status(st: dict[str, Any]) -> str:
             f"  issues mark:   {st['issues_mark'] or 'none'}  ({m['stored']} mirrored, "
             f"{m['pull_requests']} PRs, {m['pending_comments']} awaiting comments)"
         )
+    if st.get("live_build_error"):
+        lines.append(f"  live build:    {st['live_build_error']}")
     if st["last_error"]:
         lines.append(f"  last error:    {when(st['last_error_at'])}: {st['last_error']}")
     return "\n".join(lines)

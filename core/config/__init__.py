@@ -1,5 +1,6 @@
-"""Configuration: instance files (``schema.py``), how they are read (``load.py``), and where the
-chat bots may use each instance (``access.py``)."""
+"""Configuration: instance files (``schema.py``), how they are read (``load.py``), where the
+chat bots may use each instance (``access.py``), and the secrets kept out of every error and log
+line (``redact.py``)."""
 
 from core.config.access import (
     AccessConfig,
@@ -18,6 +19,7 @@ from core.config.load import (
     load_instance,
     load_settings_file,
 )
+from core.config.redact import RedactingFormatter, redact
 from core.config.schema import (
     BUILTIN_EXCLUDES,
     EmbeddingConfig,
@@ -39,6 +41,7 @@ __all__ = [
     "Instance",
     "IssuesConfig",
     "LLMConfig",
+    "RedactingFormatter",
     "RepoConfig",
     "RetrievalConfig",
     "Settings",
@@ -51,4 +54,5 @@ __all__ = [
     "load_settings_file",
     "match_key",
     "names_allow",
+    "redact",
 ]

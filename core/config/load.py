@@ -1,5 +1,9 @@
 """Loading instance files and other settings files: ``${VAR}`` expansion, validation, and errors
-that name the file, the key path and what was expected (never a secret's value)."""
+that name the file, the key path and what was expected (never a secret's value).
+
+A file is read as UTF-8 YAML with limits (:func:`read_yaml`): aliases may not expand the document
+past :data:`MAX_YAML_VALUES` values (a 300-byte "billion laughs" file would otherwise take
+minutes and gigabytes), and nesting deeper than Python's stack is an error, not a crash."""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from core.config.schema import Instance
+from core.config.redact import remember
+from core.config.schema import NAME, NAME_RULE, Instance
 from core.errors import ConfigError, InstanceNotFound
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -23,6 +28,8 @@ log = logging.getLogger(__name__)
 DEFAULT_INSTANCES_DIR = "instances"
 DEFAULT_DATA_DIR = ".repo-expert"
 
+
+MAX_YAML_VALUES = 100_000  # scalars and collections after aliases are expanded
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -68,6 +75,55 @@ def _expand(value: Any, unset: list[_Unset], loc: tuple[str | int, ...] = ()) ->
     return value
 
 
+def read_yaml(file: Path) -> Any:
+    """The YAML document of ``file`` (safe types only), within the limits above; every problem
+    is one ConfigError line naming the file."""
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{file}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}) > MAX_YAML_VALUES:
+            raise ConfigError(
+                f"{file}: YAML aliases expand to more than {MAX_YAML_VALUES} values; write the "
+                "settings out (anchors and aliases are for a few repeated values)"
+            )
+        return loader.construct_document(node)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(
+            f"{file}: not valid YAML{where}: {' '.join(str(problem).split())}"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"{file}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
+    """How many values ``node`` stands for once every alias is expanded (each node's size is
+    computed once, so this is linear in the file, not in the expansion)."""
+    done = memo.get(id(node))
+    if done is not None:
+        return done
+    memo[id(node)] = 1  # a recursive alias counts once (it cannot be constructed anyway)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(n, memo) for n in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    memo[id(node)] = size = min(size, MAX_YAML_VALUES + 1)
+    return size
+
+
 def _problems(err: ValidationError | None, unset: list[_Unset]) -> list[str]:
     """One line per problem: every unset variable, and every validation error except those of
     a value that still holds an unset ``${VAR}`` (its real value is unknown)."""
@@ -83,6 +139,8 @@ def _problems(err: ValidationError | None, unset: list[_Unset]) -> list[str]:
             msg = "unknown key (check the spelling; see the configuration reference in README)"
         elif e["type"] == "missing":
             msg = "required key is missing"
+        elif e["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
         got = e.get("input")
         extra = (
             f" (got {got!r})"
@@ -96,12 +154,7 @@ def _problems(err: ValidationError | None, unset: list[_Unset]) -> list[str]:
 
 
 def _read_yaml(file: Path, what: str) -> dict[str, Any]:
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{file}: not valid YAML: {e}") from None
-    except OSError as e:
-        raise ConfigError(f"{file}: cannot read: {e.strerror}") from None
+    raw = read_yaml(file)
     if raw is None and what != "instance":
         return {}
     if not isinstance(raw, dict):
@@ -119,11 +172,14 @@ def _validate(file: Path, raw: dict[str, Any], model: type[_M], what: str) -> _M
         raise ConfigError(_report(file, what, _problems(e, unset))) from None
     if unset:
         raise ConfigError(_report(file, what, _problems(None, unset)))
+    remember(out)  # its tokens never reach an error line or a log (config/redact.py)
     return out
 
 
 def _report(file: Path, what: str, problems: list[str]) -> str:
     n = len(problems)
+    if n == 1:  # one problem: one line
+        return f"{file}: invalid {what}: {problems[0].strip()}"
     return f"{file}: invalid {what} ({n} problem{'s' if n != 1 else ''})\n" + "\n".join(problems)
 
 
@@ -133,6 +189,11 @@ def load_instance(file: Path) -> Instance:
     inst = _validate(file, _read_yaml(file, "instance"), Instance, "instance configuration")
     inst.source_file = file.resolve()
     if not inst.name:
+        if not NAME.fullmatch(file.stem):  # the name becomes a folder under the data folder
+            raise ConfigError(
+                f"{file}: the file name gives the instance name {file.stem!r}: {NAME_RULE}; "
+                "rename the file or set `name:`"
+            )
         inst.name = file.stem
     r = inst.retrieval
     for key in ("ranker_file", "kinds_file"):
@@ -206,6 +267,8 @@ def load_all(directory: Path) -> dict[str, Instance]:
 
 
 def find_instance(directory: Path, name: str) -> Instance:
+    if not NAME.fullmatch(name):  # a name from the command line or a request: never a path
+        raise InstanceNotFound(f"instance name {name!r}: {NAME_RULE}")
     for f in instance_files(directory):
         if f.stem == name:
             inst = load_instance(f)

@@ -10,9 +10,18 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+import pathspec
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from core.config.access import AccessConfig
 
@@ -35,6 +44,11 @@ BUILTIN_EXCLUDES = [
     "*.png", "*.jpg", "*.jpeg", "*.gif", "*.ico", "*.pdf", "*.zip", "*.gz", "*.tar", "*.so",
     "*.dylib", "*.dll", "*.exe", "*.bin", "*.whl", "*.pyc", "*.woff", "*.woff2", "*.ttf",
 ]  # fmt: skip
+
+
+# An instance name is one safe path component (it names a folder under the data folder).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+NAME_RULE = "use letters, digits, '.', '_' and '-' (starting with a letter or digit)"
 
 
 class _Model(BaseModel):
@@ -69,8 +83,24 @@ class RepoConfig(_Model):
         return self
 
 
+def check_glob(p: str) -> str:
+    """A gitignore-style pattern as pathspec reads it: one that matches nothing (an unclosed
+    ``[``, a trailing backslash, a comment) is an error here, not a silent no-op later."""
+    try:
+        compiled = pathspec.GitIgnoreSpec.from_lines([p]).patterns
+    except Exception as e:  # pathspec's own error types vary across versions
+        raise ValueError(f"pattern {p!r} is not a valid glob: {e}") from None
+    if not compiled or compiled[0].include is None:
+        why = "an unclosed '['?" if "[" in p else "empty or a comment"
+        raise ValueError(f"pattern {p!r} matches nothing ({why})")
+    return p
+
+
+Glob = Annotated[str, AfterValidator(check_glob)]
+
+
 class IncludeConfig(_Model):
-    include: list[str] = Field(description="Gitignore-style globs of files in this collection.")
+    include: list[Glob] = Field(description="Gitignore-style globs of files in this collection.")
 
 
 class IssuesConfig(_Model):
@@ -347,7 +377,7 @@ class Instance(_Model):
     )
     docs: IncludeConfig = Field(default_factory=lambda: IncludeConfig(include=DEFAULT_DOCS_INCLUDE))
     code: IncludeConfig = Field(default_factory=lambda: IncludeConfig(include=DEFAULT_CODE_INCLUDE))
-    exclude: list[str] = Field(
+    exclude: list[Glob] = Field(
         default_factory=list, description="Gitignore-style patterns excluded from every collection."
     )
     builtin_excludes: bool = Field(
@@ -387,8 +417,8 @@ class Instance(_Model):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if v and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", v):
-            raise ValueError("use letters, digits, '.', '_' and '-' (must start alphanumeric)")
+        if v and not NAME.fullmatch(v):
+            raise ValueError(NAME_RULE)
         return v
 
     @field_validator("web_url")

@@ -25,11 +25,12 @@ import numpy as np
 from core.chunk import chunk
 from core.config import Instance
 from core.embed import Embedder, EmbedService, text_hash
+from core.errors import IndexError_, RepoExpertError
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
 from core.ingest.repo import permalink, web_url
-from core.models import COLLECTIONS, Chunk, Symbol
+from core.models import COLLECTIONS, Chunk, Document, Symbol
 from core.store.base import BuildReader, IndexStore
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,11 @@ async def build_index(
     if full:
         summary.rebuilt_reason = "full rebuild requested"
     else:
-        old = await store.open_live(inst.name)
+        try:
+            old = await store.open_live(inst.name)
+        except IndexError_ as e:  # a live build that cannot be read: rebuild, never fail on it
+            log.info("rebuilding %s from scratch: %s", inst.name, e)
+            summary.rebuilt_reason = str(e)
         if old is not None and old.stamp != stamp:
             summary.rebuilt_reason = f"index was built with {old.stamp}, now {stamp}"
             log.info("rebuilding %s: %s", inst.name, summary.rebuilt_reason)
@@ -129,19 +134,12 @@ async def build_index(
         summary.units_changed = len(changed)
         summary.units_deleted = len(set(old_units) - {d.key for d in docs})
 
-        # Chunk the changed units on the model's thread (token counts need its tokenizer).
-        def chunk_all(m: Embedder) -> tuple[list[Chunk], list[Symbol]]:
-            out_c: list[Chunk] = []
-            out_s: list[Symbol] = []
-            for i, d in enumerate(changed):
-                cs, ss = chunk(d, m.count_tokens, window)
-                out_c.extend(cs)
-                out_s.extend(ss)
-                if progress:
-                    progress("chunk", i + 1, len(changed))
-            return out_c, out_s
-
-        new_chunks, new_symbols = await embedder.run(chunk_all)
+        # Chunk the changed units on the model's thread (token counts need its tokenizer), one
+        # unit a job behind any question's; one that cannot be chunked is left out, "excluded".
+        new_chunks, new_symbols, failed = await _chunk_units(changed, embedder, window, progress)
+        for reason in failed.values():
+            summary.excluded[reason] = summary.excluded.get(reason, 0) + 1
+        docs = [d for d in docs if d.key not in failed]
         for c in new_chunks:
             c.text_hash = text_hash(c.text)
 
@@ -153,6 +151,7 @@ async def build_index(
         new_vecs = await embedder.embed_passages(
             [c.text for c in new_chunks],
             progress=(lambda a, b: progress("embed", a, b)) if progress else None,
+            background=True,
         )
         summary.embed_seconds = time.perf_counter() - te
         summary.chunks_embedded = embedder.passages_embedded - before
@@ -192,3 +191,31 @@ async def build_index(
         if old is not None:
             await old.close()
     return summary
+
+
+async def _chunk_units(
+    units: list[Document], embedder: EmbedService, window: int, progress: Progress | None
+) -> tuple[list[Chunk], list[Symbol], dict[str, str]]:
+    """Chunks and symbols of ``units``; those that could not be chunked by key, with the reason
+    (a bug or a pathological file must not fail the build; the model failing does)."""
+    chunks: list[Chunk] = []
+    symbols: list[Symbol] = []
+    failed: dict[str, str] = {}
+    for i, d in enumerate(units):
+
+        def one(m: Embedder, d: Document = d) -> tuple[list[Chunk], list[Symbol]]:
+            return chunk(d, m.count_tokens, window)
+
+        try:
+            cs, ss = await embedder.run(one, background=True)
+        except RepoExpertError:
+            raise
+        except Exception as e:
+            log.warning("%s could not be chunked; left out of the index: %r", d.key, e)
+            failed[d.key] = f"could not be chunked ({type(e).__name__})"
+            continue
+        chunks.extend(cs)
+        symbols.extend(ss)
+        if progress:
+            progress("chunk", i + 1, len(units))
+    return chunks, symbols, failed

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import Instance
+from core.config import Instance, redact
 from core.embed import EmbedService
-from core.errors import RepoExpertError
+from core.errors import IndexError_, RepoExpertError
 from core.index.build import Progress, Summary, build_index
 from core.ingest.gather import SyncRequest, gather
 from core.ingest.github import ClientOptions
@@ -100,7 +100,10 @@ async def sync_instance(
     """Run one update (callers hold the instance's build lock; see ``RepoExpert.sync``)."""
     report = SyncReport(inst.name, started_at=time.time())
     t0 = time.perf_counter()
-    live = await store.live_meta(inst.name)
+    try:
+        live = await store.live_meta(inst.name)
+    except IndexError_:  # a damaged live build: the build below says so, and rebuilds it
+        live = None
     report.commit_before = str(live["commit"]) if live and live.get("commit") else None
     try:
         sources = await gather(inst, layout, request, options)
@@ -118,6 +121,7 @@ async def sync_instance(
         raise
     finally:
         report.seconds = time.perf_counter() - t0
+        report.errors = [redact(e) for e in report.errors]  # whatever echoed a token
         await _record(layout, report)
     return report
 
@@ -147,7 +151,10 @@ async def instance_status(inst: Instance, layout: Layout, store: IndexStore) -> 
         "built_at": None,
         "chunks": {},
     }
-    meta = await store.live_meta(inst.name)
+    try:
+        meta = await store.live_meta(inst.name)
+    except IndexError_ as e:
+        meta, out["live_build_error"] = None, str(e)
     if meta is not None:
         out["indexed_commit"] = meta.get("commit")
         out["built_at"] = meta.get("built_at")

@@ -69,8 +69,9 @@ async def read_documents(
                 continue
             try:
                 text, h = read_text(co.root, rel)
-            except OSError as e:
+            except OSError as e:  # vanished, replaced by a FIFO or a link, permissions
                 log.warning("skipping unreadable file %s: %s", rel, e)
+                out.excluded["unreadable"] = out.excluded.get("unreadable", 0) + 1
                 continue
             out.files_read += 1
             if not text.strip():

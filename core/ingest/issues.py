@@ -6,7 +6,8 @@
 give a pull request's changed files and the issues it closes), or from the GitHub REST API
 through the local mirror (``mirror.py``). Each issue becomes one document whose text is the
 header, the body, the issues a pull request fixes and the files it changed, then every comment
-in order; :func:`keep_issue` applies the configured filters to both.
+in order; :func:`keep_issue` applies the configured filters to both. A file is validated like an
+instance file (pydantic; ``[index].field: what was expected``), and numbers must be unique.
 """
 
 from __future__ import annotations
@@ -19,6 +20,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    TypeAdapter,
+    ValidationError,
+)
 
 from core.config import IssuesConfig
 from core.errors import SourceError
@@ -62,11 +74,8 @@ class Issue:
         return f"#{self.number} {self.title}\n{kind} · {self.state.lower()}{labels}"
 
 
-def _author(c: dict[str, Any]) -> str:
-    a = c.get("author")
-    if isinstance(a, dict):
-        return str(a.get("login") or "unknown")
-    return str(a or "unknown")
+class _Gh(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # gh prints more fields than we read
 
 
 # GitHub's closing keywords: "Fixes #12", "closes #3, resolves #4".
@@ -81,66 +90,129 @@ def closing_refs(text: str, *extra: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def _paths(files: Any) -> tuple[str, ...]:
-    """``gh pr list --json files`` items ({"path": …}) or plain paths."""
-    out = []
-    for f in files if isinstance(files, list) else []:
-        p = f.get("path") or f.get("filename") if isinstance(f, dict) else f
-        if isinstance(p, str) and p:
-            out.append(p)
-    return tuple(dict.fromkeys(out))
+class _GhLogin(_Gh):
+    login: StrictStr | None = None
+
+
+class _GhLabel(_Gh):
+    name: StrictStr
+
+
+class _GhComment(_Gh):
+    author: _GhLogin | StrictStr | None = None
+    body: StrictStr | None = None
+    createdAt: StrictStr | None = None
+
+
+class _GhFile(_Gh):
+    path: StrictStr | None = None
+    filename: StrictStr | None = None  # the REST API's name for it
+
+
+class _GhRef(_Gh):
+    number: StrictInt = Field(ge=1, le=2**63 - 1)
+
+
+class _GhIssue(_Gh):
+    """One item of ``gh issue list --json …``: the types gh prints, nothing coerced (``true`` is
+    not issue #1, ``"bug"`` is not the labels b, u, g)."""
+
+    number: StrictInt = Field(ge=1, le=2**63 - 1)
+    title: StrictStr | None = None
+    body: StrictStr | None = None
+    state: StrictStr | None = None
+    labels: list[_GhLabel | StrictStr] | None = None
+    comments: list[_GhComment] | None = None
+    url: StrictStr | None = None
+    createdAt: StrictStr | None = None
+    closedAt: StrictStr | None = None
+    updatedAt: StrictStr | None = None
+    isPullRequest: StrictBool | None = None
+    files: list[_GhFile | StrictStr] | None = None  # gh pr list --json files
+    closingIssuesReferences: list[_GhRef] | None = None
+
+    def paths(self) -> tuple[str, ...]:
+        out = [f if isinstance(f, str) else (f.path or f.filename or "") for f in self.files or []]
+        return tuple(dict.fromkeys(p for p in out if p))
+
+    def issue(self) -> Issue:
+        url = self.url or ""
+        files = self.paths()
+        is_pr = "/pull/" in url or bool(self.isPullRequest) or bool(files)
+        closing = [r.number for r in self.closingIssuesReferences or []]
+        return Issue(
+            number=self.number,
+            title=self.title or "",
+            state=self.state or "open",
+            labels=tuple(lb if isinstance(lb, str) else lb.name for lb in self.labels or []),
+            body=self.body or "",
+            comments=tuple(
+                Comment(_login(c.author), c.createdAt or "", c.body or "")
+                for c in self.comments or []
+            ),
+            url=url,
+            created_at=self.createdAt or "",
+            closed_at=self.closedAt or "",
+            is_pr=is_pr,
+            updated_at=self.updatedAt or self.closedAt or self.createdAt or "",
+            files=files,
+            fixes=closing_refs(self.body or "", *closing) if is_pr else (),
+        )
+
+
+def _login(a: _GhLogin | str | None) -> str:
+    login = a.login if isinstance(a, _GhLogin) else a
+    return login or "unknown"
+
+
+_ISSUES = TypeAdapter(list[_GhIssue])
 
 
 def parse_issue(obj: Any, where: str) -> Issue:
-    if not isinstance(obj, dict):
-        raise SourceError(f"{where}: expected an object with number, title, body, …")
+    """One gh-JSON item; a problem is a SourceError ``{where}.field: what was expected``."""
     try:
-        number = int(obj["number"])
-        title = str(obj.get("title") or "")
-    except (KeyError, TypeError, ValueError):
-        raise SourceError(f"{where}: 'number' must be an integer") from None
-    labels = tuple(
-        str(lb.get("name") if isinstance(lb, dict) else lb) for lb in obj.get("labels") or []
-    )
-    comments = tuple(
-        Comment(_author(c), str(c.get("createdAt") or ""), str(c.get("body") or ""))
-        for c in obj.get("comments") or []
-        if isinstance(c, dict)
-    )
-    url = str(obj.get("url") or "")
-    body = str(obj.get("body") or "")
-    files = _paths(obj.get("files"))
-    is_pr = "/pull/" in url or bool(obj.get("isPullRequest")) or bool(files)
-    refs = obj.get("closingIssuesReferences")
-    closing = [int(r["number"]) for r in refs if isinstance(r, dict) and str(r.get("number", ""))
-               .isdigit()] if isinstance(refs, list) else []  # fmt: skip
-    return Issue(
-        number=number,
-        title=title,
-        state=str(obj.get("state") or "open"),
-        labels=labels,
-        body=body,
-        comments=comments,
-        url=url,
-        created_at=str(obj.get("createdAt") or ""),
-        closed_at=str(obj.get("closedAt") or ""),
-        is_pr=is_pr,
-        updated_at=str(obj.get("updatedAt") or obj.get("closedAt") or obj.get("createdAt") or ""),
-        files=files,
-        fixes=closing_refs(body, *closing) if is_pr else (),
-    )
+        return _GhIssue.model_validate(obj).issue()
+    except ValidationError as err:
+        raise SourceError(f"{where}{_expected(err.errors()[0])}") from None
+
+
+def _expected(e: Any) -> str:
+    """One pydantic error as ``[i].field: what was expected (got …)``."""
+    loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"])
+    union = r"\.(?:_GhLabel|_GhComment|_GhLogin|_GhFile|_GhRef|str)\b"  # union branch names
+    loc = re.sub(union, "", loc)
+    got = e.get("input")
+    shown = "" if e["type"] == "missing" or isinstance(got, dict | list) else f" (got {got!r:.60})"
+    return f"{loc}: {e['msg'].lower()}{shown}"
 
 
 def load_issues_file(path: Path) -> list[Issue]:
+    """The issues of a gh-JSON file, validated like an instance file: the first problem names
+    the item, the field and what was expected, in one line."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
     except OSError as e:
         raise SourceError(f"{path}: cannot read issues file: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise SourceError(f"{path}: not UTF-8 (byte {e.start}: {e.reason})") from None
     except json.JSONDecodeError as e:
         raise SourceError(f"{path}: not valid JSON (line {e.lineno}): {e.msg}") from None
+    except RecursionError:
+        raise SourceError(f"{path}: not valid JSON: nested too deeply") from None
     if not isinstance(data, list):
         raise SourceError(f"{path}: expected a JSON list of issues (as `gh issue list --json`)")
-    return [parse_issue(o, f"{path}[{i}]") for i, o in enumerate(data)]
+    try:
+        items = _ISSUES.validate_python(data)
+    except ValidationError as err:
+        errors = err.errors()
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise SourceError(f"{path}{_expected(errors[0])}{more}") from None
+    first: dict[int, int] = {}
+    for i, item in enumerate(items):
+        j = first.setdefault(item.number, i)
+        if j != i:
+            raise SourceError(f"{path}[{i}].number: #{item.number} appears twice (also [{j}])")
+    return [item.issue() for item in items]
 
 
 def issue_document(issue: Issue, web_url: str | None) -> Document:

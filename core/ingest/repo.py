@@ -18,11 +18,13 @@ import hashlib
 import logging
 import os
 import re
+import stat
 import subprocess
 import urllib.parse
 from collections.abc import Collection as Paths
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlsplit
 
 import pathspec
@@ -220,8 +222,9 @@ def list_files(co: Checkout) -> list[str]:
         # The work tree as a developer sees it: tracked files plus untracked, non-ignored ones.
         out = _git(co.root, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
         # A work tree inside another (e.g. a test repo under tmp) may list nested paths; keep
-        # only files that exist (deleted-but-tracked files are gone from the work tree).
-        return sorted({p for p in out.split("\0") if p and (co.root / p).is_file()})
+        # only entries that exist and are not folders (deleted-but-tracked files are gone from
+        # the work tree; a FIFO or socket stays, for select_files to refuse and count).
+        return sorted({p for p in out.split("\0") if p and _present(co.root / p)})
     files = []
     for dirpath, dirnames, filenames in os.walk(co.root):
         dirnames[:] = [d for d in dirnames if d != ".git"]
@@ -234,9 +237,27 @@ def _is_git(root: Path) -> bool:
     return (root / ".git").exists()
 
 
+def _present(path: Path) -> bool:
+    try:
+        return not stat.S_ISDIR(path.lstat().st_mode) and (path.is_file() or not path.is_symlink())
+    except OSError:
+        return False
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file and not a symbolic link — checked on
+    the open file, so a FIFO swapped in meanwhile cannot block the read (opened non-blocking,
+    never read)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name}: not a regular file")
+    return os.fdopen(fd, "rb")
+
+
 def _looks_binary(path: Path) -> bool:
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             head = fh.read(8192)
     except OSError:
         return True
@@ -269,19 +290,23 @@ def select_files(inst: Instance, co: Checkout, trusted: Paths[str] = ()) -> Sele
             sel.skip("not matched by docs/code include globs")
             continue
         p = co.root / rel
-        if p.is_symlink():  # it may point outside the repository (a secret, the bot's .env)
+        try:
+            st = p.lstat()
+        except OSError:
+            sel.skip("unreadable")
+            continue
+        if stat.S_ISLNK(st.st_mode):  # it may point outside the repository (a secret, .env)
             sel.skip("symbolic links")
+            continue
+        if not stat.S_ISREG(st.st_mode):  # reading a FIFO would wait forever
+            sel.skip("not a regular file (a FIFO, socket or device)")
             continue
         try:
             rel.encode("utf-8")
         except UnicodeEncodeError:
             sel.skip("file name is not valid UTF-8")
             continue
-        try:
-            size = p.stat().st_size
-        except OSError:
-            sel.skip("unreadable")
-            continue
+        size = st.st_size
         if size > inst.max_file_bytes:
             sel.skip(f"larger than max_file_bytes ({inst.max_file_bytes})")
             continue
@@ -293,8 +318,10 @@ def select_files(inst: Instance, co: Checkout, trusted: Paths[str] = ()) -> Sele
 
 
 def read_text(root: Path, rel: str) -> tuple[str, str]:
-    """The file's text (undecodable bytes replaced) and its content hash."""
-    data = (root / rel).read_bytes()
+    """The file's text (undecodable bytes replaced) and its content hash; OSError for anything
+    but a regular file."""
+    with open_regular(root / rel) as fh:
+        data = fh.read()
     return data.decode("utf-8", errors="replace"), hashlib.sha256(data).hexdigest()
 
 

@@ -64,6 +64,9 @@ _MARKS = {"es": "¿¡ñ", "pt": "ãõç", "fr": "çœêèàù", "de": "äöüß"
 
 
 _LOWER_WORD = re.compile(r"[a-zà-ÿœß]+")
+# A word joined to an identifier: after '_' or '.', or before '_', '.' or '(' (parse_config,
+# os.path, run()).
+_PIECE = re.compile(r"(?<=[_.])[a-zà-ÿœß]+|[a-zà-ÿœß]+(?=[_.(])")
 
 
 _SCRIPTS = [  # script-unique languages only; Cyrillic or Arabic script alone does not say which
@@ -132,16 +135,13 @@ def _fasttext(text: str) -> tuple[str, float] | None:
 
 def _by_function_words(text: str) -> str | None:
     """Which language's function words (and marks) the text uses most, or None."""
-    words = [w for w in _LOWER_WORD.findall(text) if not _is_identifier_piece(w, text)]
+    pieces = set(_PIECE.findall(text))  # words that are part of an identifier: one pass
+    words = [w for w in _LOWER_WORD.findall(text) if w not in pieces]
     scores = {lang: sum(w in ws for w in words) for lang, ws in _WORDSETS.items()}
     for lang, marks in _MARKS.items():
         scores[lang] += sum(text.count(m) for m in marks)
     best = max(scores, key=lambda lang: scores[lang])  # ties: the order of _FUNCTION_WORDS
     return best if scores[best] > 0 else None
-
-
-def _is_identifier_piece(word: str, text: str) -> bool:
-    return re.search(rf"(?:[_.]{word}|{word}[_.(])", text) is not None
 
 
 def language_name(lang: str | None) -> str | None:

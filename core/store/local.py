@@ -20,6 +20,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,11 @@ import aiosqlite
 import numpy as np
 from usearch.index import MetricKind
 from usearch.index import search as usearch_search
-from usearch.io import load_matrix
 
-from core.errors import IndexError_
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
 from core.store.base import Hit, IssueLinks, Unit
+from core.store.local_files import load_vectors, unreadable
 from core.store.local_schema import (
     CHUNK_COLS,
     SCHEMA_VERSION,
@@ -61,18 +61,21 @@ class LocalReader:
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
+        """A reader of the build at ``path``; a build that cannot be read (``local_files``) is
+        an IndexError_ naming the file."""
         db = await aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True)
         try:
-            vectors: dict[str, np.ndarray] = {}
-            for c in COLLECTIONS:
-                f = path / f"{c}.fbin"
-                if f.exists() and f.stat().st_size > 8:
-                    mat = await asyncio.to_thread(load_matrix, str(f), view=True)
-                    if mat is None:
-                        raise IndexError_(f"{f}: unreadable vector file; re-index with --full")
-                    vectors[c] = mat
+            try:
+                meta = await _read_meta(db)
+                sql = "SELECT collection, COUNT(*) FROM chunks GROUP BY collection"
+                async with db.execute(sql) as cur:
+                    rows = {str(c): int(n) async for c, n in cur}
+            except (sqlite3.DatabaseError, ValueError) as e:
+                raise unreadable(path / "meta.sqlite", e) from None
+            dim = (meta.get("stamp") or {}).get("dim")
+            vectors = await asyncio.to_thread(load_vectors, path, rows, dim)
             reader = cls(path, db, vectors)
-            reader.meta = await _read_meta(db)
+            reader.meta = meta
             if "code" in vectors:  # flags for retrieval's test_penalty, computed once
                 sql = "SELECT row, path FROM chunks WHERE collection = 'code' AND path IS NOT NULL"
                 async with db.execute(sql) as cur:
@@ -281,8 +284,11 @@ class LocalStore:
         path = self.live_path(instance)
         if path is None:
             return None
-        async with aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True) as db:
-            return await _read_meta(db)
+        try:
+            async with aiosqlite.connect(f"file:{path / 'meta.sqlite'}?mode=ro", uri=True) as db:
+                return await _read_meta(db)
+        except (sqlite3.DatabaseError, ValueError) as e:
+            raise unreadable(path / "meta.sqlite", e) from None
 
     async def open_live(self, instance: str) -> LocalReader | None:
         path = self.live_path(instance)

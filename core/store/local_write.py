@@ -4,22 +4,46 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
+import sqlite3
 import time
-from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, ParamSpec, TypeVar
 
 import aiosqlite
 import numpy as np
 from usearch.io import save_matrix
 
+from core.errors import StoreError
 from core.layout import Layout
 from core.lexical import lexical_form
 from core.models import Chunk, Collection, Document, Symbol
+from core.store.local_files import live_name, prune
 from core.store.local_schema import CHUNK_COLS, SCHEMA, norm_name
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _writes(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A write that fails (the disk is full, the folder unwritable) is one StoreError line; the
+    build is discarded and the previous one still serves."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await fn(*args, **kwargs)
+        except (OSError, sqlite3.OperationalError) as e:
+            w = args[0]
+            assert isinstance(w, LocalWriter)
+            raise StoreError(
+                f"{w.tmp}: cannot write the new build ({e}); the previous build still serves"
+            ) from None
+
+    return wrapper
 
 
 class LocalWriter:
@@ -33,6 +57,7 @@ class LocalWriter:
         self.tmp = self.builds / f".tmp-{self.id}"
         self.db: aiosqlite.Connection | None = None
 
+    @_writes
     async def __aenter__(self) -> LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
@@ -53,6 +78,7 @@ class LocalWriter:
         if self.tmp.exists():  # not committed: an error or a crash; the old build stays live
             shutil.rmtree(self.tmp, ignore_errors=True)
 
+    @_writes
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.db is not None
         await self.db.executemany(
@@ -68,6 +94,7 @@ class LocalWriter:
         ]  # fmt: skip
         await self.db.executemany("INSERT INTO links VALUES (?, ?, ?)", links)
 
+    @_writes
     async def add_chunks(
         self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
     ) -> None:
@@ -98,6 +125,7 @@ class LocalWriter:
                 str(self.tmp / f"{collection}.fbin"),
             )
 
+    @_writes
     async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
         assert self.db is not None
         async with self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM symbols") as cur:
@@ -115,10 +143,12 @@ class LocalWriter:
              for n in sorted({norm_name(c) for c in s.calls} - {""})],
         )  # fmt: skip
 
+    @_writes
     async def set_meta(self, key: str, value: Any) -> None:
         assert self.db is not None
         await self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))
 
+    @_writes
     async def commit(self) -> str:
         """Make this build the live one: rename into place, then swap the ``current`` link."""
         assert self.db is not None
@@ -129,37 +159,10 @@ class LocalWriter:
 
     def _swap(self) -> str:
         final = self.builds / self.id
+        previous = live_name(self.link)
         os.replace(self.tmp, final)
         tmp_link = self.root / f".current-{self.id}"
         os.symlink(os.path.relpath(final, self.root), tmp_link)
         os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
-        _prune(self.builds, keep={final.name})
+        prune(self.root, self.builds, {final.name, previous or final.name}, os.getpid())
         return final.name
-
-
-def _prune(builds: Path, keep: set[str]) -> None:
-    """Remove abandoned temp folders and old builds (the newest previous one is kept)."""
-    olds = sorted(
-        (p for p in builds.iterdir() if p.name not in keep and not p.name.startswith(".tmp-")),
-        key=lambda p: p.name,
-    )
-    for p in olds[:-1]:
-        shutil.rmtree(p, ignore_errors=True)
-    for p in builds.glob(".tmp-*"):
-        # Only temp folders of dead writers: ours are committed or removed by __aexit__.
-        try:
-            pid = int(p.name.split("-")[2])
-        except (IndexError, ValueError):
-            continue
-        if pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

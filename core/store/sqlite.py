@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from core.errors import StoreError
+from core.errors import CorruptFile, StoreError
 
 Migration = str | Callable[[sqlite3.Connection], None]
 
@@ -58,7 +58,7 @@ def migrate(path: Path, migrations: Sequence[Migration], what: str, busy_ms: int
     except sqlite3.OperationalError as e:  # locked past the busy timeout, unreadable, …
         raise StoreError(f"{path}: cannot open the {what}: {e}") from None
     except sqlite3.DatabaseError as e:  # not a database at all
-        raise StoreError(f"{path}: the {what} is not a usable SQLite file: {e}") from None
+        raise CorruptFile(f"{path}: the {what} is not a usable SQLite file: {e}") from None
 
 
 def _migrate(path: Path, migrations: Sequence[Migration], what: str, busy_ms: int) -> int:
