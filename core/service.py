@@ -17,13 +17,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from core.answer import Answerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed import EmbedService, embed_service
-from core.errors import IndexError_
+from core.errors import ConfigError, IndexError_
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, instance_status, sync_instance
 from core.ingest.gather import SyncRequest
@@ -34,14 +35,15 @@ from core.retrieve.followup import resolve_followup
 from core.retrieve.options import Mode, Options
 from core.retrieve.search import retrieve
 from core.store.base import BuildReader, IndexStore
-from core.store.local import LocalStore
+from core.store.open import open_backend
+from core.store.shared import Conversations
 
 log = logging.getLogger(__name__)
 
 EmbedderFor = Callable[[Instance], EmbedService]
 
 # What faces use with the service: the service's own types, importable from here.
-__all__ = ["OnText", "RepoExpert", "SyncReport", "SyncRequest"]
+__all__ = ["Conversations", "OnText", "RepoExpert", "SyncReport", "SyncRequest"]
 
 # How long a replaced index reader stays open for the questions still running on it.
 RETIRE_GRACE_S = 300.0
@@ -57,7 +59,9 @@ class RepoExpert:
     ) -> None:
         self.settings = settings
         self.layout = Layout(settings.data_dir)
-        self.store: IndexStore = store or LocalStore(self.layout)
+        # The deployment's storage (settings.store: local files, or one shared PostgreSQL).
+        self.backend = open_backend(settings.store, self.layout)
+        self.store: IndexStore = store or self.backend.index
         self._embedder_for = embedder_for or (
             lambda inst: embed_service(inst.embedding, self.layout)
         )
@@ -107,8 +111,23 @@ class RepoExpert:
         async with self.store.lock(name):
             return await sync_instance(
                 inst, self.layout, self.store, self.embedder(name), request or SyncRequest(),
-                progress, options,
+                progress, options, self.backend.state,
             )  # fmt: skip
+
+    async def enqueue(self, name: str, request: SyncRequest | None = None) -> int:
+        """Queue a sync for ``repo-expert worker`` (a shared store only): the job id. A queued
+        job of the same instance absorbs the request (``SyncRequest.merge``)."""
+        self.instance(name)  # an unknown name fails here
+        if self.backend.jobs is None:
+            raise ConfigError(
+                "a job queue needs a shared store: set --store postgresql://… or REPO_EXPERT_STORE"
+            )
+        return int(await self.backend.jobs.enqueue(name, request or SyncRequest()))
+
+    async def conversations(self, path: Path) -> Conversations:
+        """The bots' threads and feedback: the SQLite file at ``path`` (local), or the shared
+        database's tables (then ``path`` is not used). The caller closes it."""
+        return await self.backend.conversations(path)
 
     async def index(
         self, name: str, progress: Progress | None = None, full: bool = False
@@ -122,7 +141,9 @@ class RepoExpert:
 
     async def status(self, name: str) -> dict[str, Any]:
         """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
-        return await instance_status(self.instance(name), self.layout, self.store)
+        return await instance_status(
+            self.instance(name), self.layout, self.store, self.backend.state
+        )
 
     async def has_index(self, name: str) -> bool:
         return await self.store.live_id(name) is not None
@@ -238,3 +259,4 @@ class RepoExpert:
         for svc in self._owned:  # services this object took from the process registry
             svc.close()
         self._owned.clear()
+        await self.backend.close()

@@ -1,4 +1,4 @@
-"""The ``repo-expert`` command line: instances, index, ask, eval, sync, status, serve.
+"""The ``repo-expert`` command line: instances, index, ask, eval, sync, status, serve, worker.
 
 This is an entry point: it alone configures logging (quiet by default, ``-v`` for progress
 details, ``-vv`` for debug) and turns a :class:`RepoExpertError` into one line on stderr. The
@@ -43,6 +43,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--instances", help="instances folder (env REPO_EXPERT_INSTANCES; ./instances)")
     p.add_argument("--data", help="data folder (env REPO_EXPERT_DATA; ./.repo-expert)")
+    p.add_argument(
+        "--store", help="where the index, state and conversations live: local (the files under "
+        "the data folder) or a postgresql:// URL shared by every process (env REPO_EXPERT_STORE)"
+    )  # fmt: skip
     p.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -138,6 +142,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=c.cmd_status)
 
+    s = sub.add_parser(
+        "worker", help="take index/sync jobs from the shared store's queue (PostgreSQL) and run "
+        "them, until stopped"
+    )  # fmt: skip
+    s.add_argument("--instance", action="append", default=[], help="only jobs of this instance "
+                   "(repeatable)")  # fmt: skip
+    s.add_argument("--poll", type=float, default=2.0, help="seconds between looks at the queue "
+                   "when no notification came (default 2)")  # fmt: skip
+    s.add_argument("--once", action="store_true", help="exit when no job is queued")
+    s.add_argument("--json", action="store_true", help="one JSON object per job")
+    s.set_defaults(fn=c.cmd_worker)
+
     s = sub.add_parser("feedback", help="print the 👍/👎 feedback given in Slack on an instance")
     s.add_argument("name")
     s.add_argument("--db", help="conversations database (default {data}/conversations.sqlite)")
@@ -148,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    app = RepoExpert(Settings.from_env(args.instances, args.data))
+    app = RepoExpert(Settings.from_env(args.instances, args.data, args.store))
     try:
         return int(await args.fn(app, args))
     finally:

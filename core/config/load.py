@@ -107,18 +107,24 @@ def load_settings_file(file: Path, model: type[_M]) -> _M:
 
 @dataclass
 class Settings:
-    """Where instances and data live (flags > environment > defaults)."""
+    """Where instances and data live (flags > environment > defaults). ``store``: the
+    deployment's store — None or "local" for the files under the data folder, or a
+    postgresql:// URL shared by every process (``core/store/open.py``)."""
 
     instances_dir: Path
     data_dir: Path
+    store: str | None = None
 
     @classmethod
-    def from_env(cls, instances: str | None = None, data: str | None = None) -> Settings:
+    def from_env(
+        cls, instances: str | None = None, data: str | None = None, store: str | None = None
+    ) -> Settings:
         return cls(
             instances_dir=Path(
                 instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR
             ),
             data_dir=Path(data or os.environ.get("REPO_EXPERT_DATA") or DEFAULT_DATA_DIR),
+            store=store or os.environ.get("REPO_EXPERT_STORE") or None,
         )
 
 

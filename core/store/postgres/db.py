@@ -15,33 +15,16 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 from pgvector.asyncpg import register_vector
 
 from core.errors import StoreError
+from core.store.postgres.url import is_postgres_url, redact
 
 log = logging.getLogger(__name__)
 
-SCHEMES = ("postgresql", "postgres")
 MIGRATION_LOCK = 0x5245_0001  # pg_advisory_xact_lock key while migrating ("RE" 1)
-
-
-def is_postgres_url(url: str | None) -> bool:
-    return bool(url) and urlsplit(str(url)).scheme in SCHEMES
-
-
-def redact(url: str) -> str:
-    """The URL as it may be printed: the password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -71,14 +54,17 @@ class Database:
                     self._pool = await asyncpg.create_pool(
                         self.url, min_size=1, max_size=self.max_size, init=_init_connection
                     )
-                except (OSError, asyncpg.PostgresError) as e:
+                except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
                     raise StoreError(f"{self.where}: cannot connect: {_why(e)}") from None
         assert self._pool is not None
         return self._pool
 
-    async def connect(self, *, migrate_first: bool = False) -> asyncpg.Connection:
+    async def connect(
+        self, *, migrate_first: bool = False, init: bool = True
+    ) -> asyncpg.Connection:
         """A connection of its own (a lock holder, a listener, a long build): the caller
-        closes it."""
+        closes it. ``client_connection_check_interval``: a statement of a client that died
+        (a killed worker in the middle of an index build) is cancelled within seconds."""
         try:
             conn = await asyncpg.connect(self.url)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
@@ -88,7 +74,9 @@ class Database:
                 from core.store.postgres.schema import MIGRATIONS
 
                 await migrate(conn, MIGRATIONS, self.where)
-            await _init_connection(conn)
+            if init:
+                await _init_connection(conn)
+                await conn.execute("SET client_connection_check_interval = '2s'")
         except BaseException:
             await conn.close()
             raise

@@ -317,7 +317,7 @@ class PostgresStore:
         event loop (a cancelled waiter stops at once); closing the connection releases it —
         also when the process dies."""
         async with self._locks.setdefault(instance, asyncio.Lock()):
-            conn = await self.db.connect()
+            conn = await self.db.connect(init=False)
             try:
                 sql = "SELECT pg_try_advisory_lock($1, hashtext($2))"
                 while True:
