@@ -33,6 +33,7 @@ from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
 SCHEMA_VERSION = 1  # the format of a build's tables (part of every build's stamp)
 HNSW_MIN_ROWS = 100_000  # a collection this big gets an HNSW index (benchmarks/RESULTS.md)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults; recall measured in bench_store.py
+EF_SEARCH = 100  # HNSW candidates per search, set per connection (raised per query above it)
 MAX_POS = 16383  # tsvector positions stop here (PostgreSQL's limit)
 MAX_POSITIONS = 256  # positions kept per lexeme (PostgreSQL's limit)
 

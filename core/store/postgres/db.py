@@ -20,6 +20,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from core.errors import StoreError
+from core.store.postgres.build import EF_SEARCH
 from core.store.postgres.url import is_postgres_url, redact
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ class Database:
                 await conn.close()
                 try:
                     self._pool = await asyncpg.create_pool(
-                        self.url, min_size=1, max_size=self.max_size, init=_init_connection
-                    )
+                        self.url, min_size=1, max_size=self.max_size, init=_init_connection,
+                        server_settings={"hnsw.ef_search": str(EF_SEARCH)},
+                    )  # fmt: skip
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
                     raise StoreError(f"{self.where}: cannot connect: {_why(e)}") from None
         assert self._pool is not None

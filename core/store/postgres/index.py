@@ -34,6 +34,7 @@ from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
 from core.store.base import Hit, Unit
 from core.store.postgres.build import (
     CHUNK_COLS,
+    EF_SEARCH,
     HNSW_MIN_ROWS,
     SCHEMA_VERSION,
     SYMBOL_COLS,
@@ -46,7 +47,6 @@ from core.store.postgres.db import Database, json_value
 
 LOCK_CLASS = 0x5245  # pg_advisory_lock(LOCK_CLASS, hashtext(instance)): the build lock
 LOCK_POLL_S = 0.05
-EF_SEARCH = 100  # HNSW candidates per search (≥ the n asked for; raised per query if not)
 
 
 def _symbol(r: Any) -> Symbol:
@@ -106,15 +106,15 @@ class PgReader:
             f"SELECT row, (embedding <#> $1) * -1 FROM {self._t(collection)} "
             "ORDER BY embedding <#> $1 LIMIT $2"
         )
-        approximate = collection in self._hnsw and not self.exact
-        if not approximate and collection not in self._hnsw:
+        indexed = collection in self._hnsw
+        if not indexed or (not self.exact and n <= EF_SEARCH):  # one statement
             rows = await self._fetch(sql, q, n)
-        else:
+        else:  # more than ef_search candidates, or exact search past an index (benchmarks)
             async with self.pool.acquire() as conn, conn.transaction():
-                if approximate:
-                    await conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, n)}")
-                else:
+                if self.exact:
                     await conn.execute("SET LOCAL enable_indexscan = off")
+                else:
+                    await conn.execute(f"SET LOCAL hnsw.ef_search = {int(n)}")
                 rows = list(await conn.fetch(sql, q, n))
         return [Hit(int(r), float(s)) for r, s in rows]
 
