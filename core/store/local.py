@@ -40,6 +40,7 @@ from core.store.base import Hit, Unit
 from core.store.local_index import (
     Bm25,
     Lookups,
+    on_search_thread,
     prune,
     search_postings,
     test_flags,
@@ -193,7 +194,7 @@ class LocalReader:
         return [Hit(int(r), float(sims[r])) for r in top]
 
     async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
-        return await asyncio.to_thread(self._dense_sync, collection, query, n)
+        return await on_search_thread(lambda: self._dense_sync(collection, query, n))
 
     async def similarity(
         self, collection: Collection, query: np.ndarray, rows: Sequence[int]
