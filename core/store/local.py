@@ -37,10 +37,9 @@ from core.layout import Layout
 from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
 from core.store.base import Hit, Unit
+from core.store.bm25 import Bm25, on_search_thread
 from core.store.local_index import (
-    Bm25,
     Lookups,
-    on_search_thread,
     prune,
     search_postings,
     test_flags,

@@ -2,20 +2,9 @@
 (:class:`Bm25`) and, in memory, rows by path and by issue (:class:`Lookups`) and test rows;
 and the housekeeping of build folders (:func:`prune`).
 
-BM25 without FTS5's per-row cost: term postings written with the build,
-scored with numpy — the same scores as FTS5's ``bm25()``, computed from the same tokens.
-
-FTS5 ranks an OR query by calling ``bm25()`` for every matching row: measured at 500,000 chunks
-(300,000 code rows), counting the rows a 5-term question matches takes 6 ms, ranking them 83 ms
-(0.65 µs a row), and a question with common words matches a third of the collection. Here each
-lexical token of a collection has its *postings* — the rows holding it and how often — stored as
-two arrays per build (``postings``), with each row's token count (``lexstats``); a question reads
-the postings of its terms (one indexed SELECT) and sums, per row,
-
-    idf × tf × (k1 + 1) / (tf + k1 × (1 − b + b × dl / avgdl)),   k1 = 1.2, b = 0.75,
-    idf = ln((N − df + 0.5) / (df + 0.5)), or 1e-6 when that is ≤ 0
-
-— FTS5's own formula and constants (``fts5Bm25Function``). The tokens are the FTS5 table's: the
+BM25 without FTS5's per-row cost (``bm25.py``): the postings are stored per build (tables
+``postings`` and ``lexstats``) and give the same scores as FTS5's ``bm25()``, computed from the
+same tokens. The tokens are the FTS5 table's: the
 lexical form (``core.lexical``) folded as the table's tokenizer (``unicode61 remove_diacritics
 2``) folds it; how it folds each of the Latin-1 letters a lexical form can hold is asked of
 SQLite itself once per process, so the two cannot drift apart. A term that folds into anything
@@ -26,36 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import os
 import re
 import shutil
 import sqlite3
 import string
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import aiosqlite
 import numpy as np
 
 from core.models import is_test_path
-
-T = TypeVar("T")
-K1, B = 1.2, 0.75
-# Searches (the BLAS product of dense search, BM25 scoring) run on one thread of their own:
-# BLAS already uses every core for one product, and 32 concurrent questions each on a thread
-# of the default pool ran at half the sequential throughput (oversubscribed cores).
-_SEARCH = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-search")
-
-
-async def on_search_thread(fn: Callable[[], T]) -> T:
-    """Run ``fn`` on the one search thread, off the event loop."""
-    return await asyncio.get_running_loop().run_in_executor(_SEARCH, fn)
-
-
-BATCH_ROWS = 50_000  # postings are written per slice of rows: bounded memory at any size
+from core.store.bm25 import Bm25, on_search_thread, postings, read_postings
 
 
 @functools.cache
@@ -87,42 +60,10 @@ def tokens(form: str) -> list[str]:
     return form.translate(_fold_table()).split()
 
 
-Posting = tuple[str, int, bytes, bytes]  # term, part, rows (int32), tfs (uint16)
-
-
-def postings(forms: Sequence[str]) -> Iterator[list[Posting] | np.ndarray]:
-    """Yields, per slice of rows, the ``(term, part, rows int32, tfs uint16)`` of every term in
-    it, then the row lengths (an int32 array, last)."""
-    vocab: dict[str, int] = {}
-    lengths = np.zeros(len(forms), np.int32)
-    for part, start in enumerate(range(0, len(forms), BATCH_ROWS)):
-        toks = [tokens(f) for f in forms[start : start + BATCH_ROWS]]
-        lens = np.fromiter(map(len, toks), np.int64, len(toks))
-        lengths[start : start + len(toks)] = lens
-        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for ts in toks for t in ts),
-                          np.int64, int(lens.sum()))  # fmt: skip
-        rows = np.repeat(np.arange(start, start + len(toks), dtype=np.int64), lens)
-        keys, tfs = np.unique(ids * len(forms) + rows, return_counts=True)  # by term, then row
-        term_ids, row_ids = np.divmod(keys, len(forms))
-        cuts = np.flatnonzero(np.diff(term_ids)) + 1
-        names = {i: t for t, i in vocab.items()}
-        if not len(keys):
-            continue
-        yield [
-            (names[int(tid)], part, seg_rows.astype(np.int32).tobytes(),
-             np.minimum(seg_tfs, 65535).astype(np.uint16).tobytes())
-            for seg_rows, seg_tfs, tid in zip(
-                np.split(row_ids, cuts), np.split(tfs, cuts), term_ids[np.r_[0, cuts]],
-                strict=True,
-            )
-        ]  # fmt: skip
-    yield lengths
-
-
 async def write_postings(db: aiosqlite.Connection, collection: str, forms: Sequence[str]) -> None:
     """A collection's postings and row lengths into a build being written (slice by slice,
     computed off the event loop)."""
-    made = postings(forms)
+    made = postings(forms, tokens)
     while True:
         item = await asyncio.to_thread(next, made)
         if isinstance(item, np.ndarray):
@@ -147,56 +88,6 @@ async def search_postings(
     async with db.execute(sql, [collection, *wanted]) as cur:
         parts = [(str(t), bytes(r), bytes(f)) for t, r, f in await cur.fetchall()]
     return await on_search_thread(lambda: bm25.top(terms, read_postings(parts), n))
-
-
-class Bm25:
-    """One collection's statistics: each row's token count, their mean."""
-
-    def __init__(self, lengths: np.ndarray) -> None:
-        self.lengths = lengths.astype(np.float64)
-        self.n = len(lengths)
-        self.avgdl = float(self.lengths.mean()) if self.n else 0.0
-
-    def top(
-        self, terms: Sequence[str], found: dict[str, tuple[np.ndarray, np.ndarray]], n: int
-    ) -> list[tuple[int, float]]:
-        """The ``n`` best rows for the OR of ``terms`` (FTS5 tokens; a repeated term counts
-        twice, as a repeated phrase does in FTS5), best first, ties by row."""
-        if not self.n or n <= 0:
-            return []
-        rows_all, weights = [], []
-        for t in terms:
-            if t not in found:
-                continue
-            rows, tfs = found[t]
-            df = len(rows)
-            idf = math.log((self.n - df + 0.5) / (df + 0.5))
-            idf = idf if idf > 0 else 1e-6
-            tf = tfs.astype(np.float64)
-            norm = K1 * (1 - B + B * self.lengths[rows] / self.avgdl)
-            rows_all.append(rows)
-            weights.append(idf * tf * (K1 + 1) / (tf + norm))
-        if not rows_all:
-            return []
-        rows = np.concatenate(rows_all)
-        scores = np.bincount(rows, np.concatenate(weights), self.n)
-        hit = np.unique(rows)
-        if len(hit) > n:
-            hit = hit[np.argpartition(-scores[hit], n - 1)[:n]]
-        order = np.lexsort((hit, -scores[hit]))
-        return [(int(hit[i]), float(scores[hit[i]])) for i in order]
-
-
-def read_postings(
-    parts: list[tuple[str, bytes, bytes]],
-) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """``(term, rows, tfs)`` blobs by part order → arrays per term."""
-    by: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = {}
-    for term, rows, tfs in parts:
-        r, f = by.setdefault(term, ([], []))
-        r.append(np.frombuffer(rows, np.int32))
-        f.append(np.frombuffer(tfs, np.uint16))
-    return {t: (np.concatenate(r), np.concatenate(f)) for t, (r, f) in by.items()}
 
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)

@@ -1,17 +1,16 @@
-"""A build in PostgreSQL: its tables, how it is written, and the lexical encoding.
+"""A build in PostgreSQL: its tables and how it is written.
 
 Each build owns tables named after its id (``schema.py``): one per collection
-(``rx_b{id}_{collection}``: the chunk columns, ``embedding vector(dim)``, ``lex tsvector``), plus
-``_symbols``, ``_calls``, ``_units`` and per collection ``_df`` (each lexical token's document
-frequency, for the IDF of the lexical ranking). The writer creates and fills them inside **one
+(``rx_b{id}_{collection}``: the chunk columns and ``embedding vector(dim)``, kept in the row so an
+exact scan reads no TOAST), per collection ``_post`` (the postings of each lexical token, for
+BM25: ``core/store/bm25.py``), ``_lengths`` (each row's token count), ``_symbols``, ``_calls``
+and ``_units``. The writer creates and fills them inside **one
 transaction** on a connection of its own and, in that same transaction, records the build and
 moves the instance's live pointer (``rx_live``): readers see the whole build or the previous one,
 and a writer that fails, is cancelled or is killed (its connection drops) leaves nothing behind.
 
-Lexical forms (``core.lexical.lexical_form``) become ``tsvector`` values built here, not by a
-PostgreSQL text-search parser: each lexical token is one lexeme with its positions, so the
-tokens PostgreSQL indexes are exactly the ones FTS5 indexes in the local store, and a query's
-``query_terms`` meet them unchanged.
+Lexical tokens are the lexical forms' (``core.lexical.lexical_form``) as they are: the tokens the
+local store indexes, before FTS5's tokenizer folds diacritics, and those ``query_terms`` gives.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -27,15 +25,17 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from core.lexical import expand, parts
+from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from core.store.bm25 import postings
 
-SCHEMA_VERSION = 1  # the format of a build's tables (part of every build's stamp)
+SCHEMA_VERSION = 2  # the format of a build's tables (part of every stamp); 2: BM25 postings
 HNSW_MIN_ROWS = 100_000  # a collection this big gets an HNSW index (benchmarks/RESULTS.md)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults; recall measured in bench_store.py
-EF_SEARCH = 100  # HNSW candidates per search, set per connection (raised per query above it)
-MAX_POS = 16383  # tsvector positions stop here (PostgreSQL's limit)
-MAX_POSITIONS = 256  # positions kept per lexeme (PostgreSQL's limit)
+# HNSW candidates per search, set per connection (raised per query above it). recall@10 against
+# exact search on e5 vectors, 30,000 rows: 0.78 at 40 (pgvector's default), 0.90 at 100, 0.97 at
+# 200, 0.99 at 400 for 4 ms (benchmarks/RESULTS.md).
+EF_SEARCH = 400
 
 CHUNK_COLS = (
     "id, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, text, text_hash, "
@@ -56,35 +56,13 @@ def table(build_id: str, what: str) -> str:
 
 
 def build_tables(build_id: str) -> list[str]:
-    names = [*COLLECTIONS, *(f"{c}_df" for c in COLLECTIONS), "symbols", "calls", "units"]
+    names = [*COLLECTIONS, *(f"{c}_post" for c in COLLECTIONS), "lengths", "symbols", "calls",
+             "units"]  # fmt: skip
     return [table(build_id, n) for n in names]
 
 
 def norm(name: str) -> str:
     return "".join(parts(name))
-
-
-def tsvector_bytes(text: str) -> bytes:
-    """The binary ``tsvector`` of a text's lexical form: lexemes sorted, positions 1.., as
-    PostgreSQL's ``tsvectorrecv`` reads them."""
-    positions: dict[str, list[int]] = {}
-    for i, tok in enumerate(expand(text), start=1):
-        if i > MAX_POS:
-            break
-        ps = positions.setdefault(tok, [])
-        if len(ps) < MAX_POSITIONS:
-            ps.append(i)
-    out = [struct.pack("!i", len(positions))]
-    for lex in sorted(positions, key=lambda t: t.encode()):
-        raw = lex.encode()[:2046]
-        ps = positions[lex]
-        out.append(raw + b"\0" + struct.pack(f"!H{len(ps)}H", len(ps), *ps))
-    return b"".join(out)
-
-
-def tsquery_literal(term: str) -> str:
-    """One lexeme as a ``tsquery`` literal (quoted: a term is a literal token)."""
-    return "'" + term.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 class PgWriter:
@@ -106,12 +84,9 @@ class PgWriter:
         await self.store.db.pool()  # migrated first
         self.conn = conn = await self.store.db.connect()
         try:
-            await conn.set_type_codec(
-                "tsvector", encoder=bytes, decoder=bytes, format="binary", schema="pg_catalog"
-            )
             self._tx = conn.transaction()
             await self._tx.start()
-            await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+            await conn.execute("SET LOCAL maintenance_work_mem = '1GB'")
             t = self._t
             await conn.execute(
                 f"CREATE TABLE {t('units')} (key TEXT PRIMARY KEY, collection TEXT NOT NULL, "
@@ -121,6 +96,8 @@ class PgWriter:
                 "start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, norm TEXT NOT NULL, "
                 "calls TEXT[] NOT NULL);"
                 f"CREATE TABLE {t('calls')} (norm TEXT NOT NULL, sym INTEGER NOT NULL);"
+                f"CREATE TABLE {t('lengths')} (collection TEXT PRIMARY KEY, "
+                "lengths BYTEA NOT NULL);"
             )
         except BaseException:
             await self.__aexit__()
@@ -158,14 +135,16 @@ class PgWriter:
             "doc_key TEXT NOT NULL, path TEXT, issue INTEGER, start_line INTEGER, "
             "end_line INTEGER, title TEXT NOT NULL, symbol TEXT, kind TEXT, text TEXT NOT NULL, "
             "text_hash TEXT NOT NULL, tokens INTEGER NOT NULL, url TEXT NOT NULL, "
-            f"commit_sha TEXT, embedding {vec}, lex TSVECTOR NOT NULL)"
+            f"commit_sha TEXT, embedding {vec} STORAGE PLAIN)"
+            + f"; CREATE TABLE {self._t(collection + '_post')} (term TEXT NOT NULL, "
+            "part INTEGER NOT NULL, rows BYTEA NOT NULL, tfs BYTEA NOT NULL)"
         )
         self._sizes[collection] = 0
 
     async def add_chunks(
         self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
     ) -> None:
-        """Copy a collection's chunks in (row i = vector i) with their lexical ``tsvector``."""
+        """Copy a collection's chunks in (row i = vector i) and their lexical postings."""
         assert self.conn is not None
         if collection in self._sizes:
             raise ValueError(f"add_chunks({collection!r}) called twice for one build")
@@ -180,14 +159,24 @@ class PgWriter:
             return [
                 (i, first + i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
                  c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit,
-                 None if vecs is None else vecs[i], tsvector_bytes(c.text))
+                 None if vecs is None else vecs[i])
                 for i, c in enumerate(chunks)
             ]  # fmt: skip
 
         rows = await asyncio.to_thread(records)
-        cols = ["row", "id", *(c.strip() for c in CHUNK_COLS.split(",")[2:]), "embedding", "lex"]
+        cols = ["row", "id", *(c.strip() for c in CHUNK_COLS.split(",")[2:]), "embedding"]
         await self.conn.copy_records_to_table(self._t(collection), records=rows, columns=cols)
         self._sizes[collection] = len(chunks)
+        forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
+        made = postings(forms, str.split)
+        while True:
+            item = await asyncio.to_thread(next, made)
+            if isinstance(item, np.ndarray):  # the row lengths come last
+                await self.conn.execute(
+                    f"INSERT INTO {self._t('lengths')} VALUES ($1, $2)", collection, item.tobytes()
+                )
+                break
+            await self.conn.copy_records_to_table(self._t(collection + "_post"), records=item)
 
     async def add_symbols(self, symbols: Sequence[Symbol]) -> None:
         assert self.conn is not None
@@ -218,11 +207,9 @@ class PgWriter:
         t = self._t
         for c in COLLECTIONS:
             await conn.execute(
-                f"CREATE INDEX ON {t(c)} USING gin (lex); CREATE INDEX ON {t(c)} (doc_key);"
-                f"CREATE INDEX ON {t(c)} (path); CREATE INDEX ON {t(c)} (issue);"
-                f"CREATE TABLE {t(c + '_df')} AS SELECT word AS term, ndoc AS df "
-                f"FROM ts_stat('SELECT lex FROM {t(c)}');"
-                f"CREATE INDEX ON {t(c + '_df')} (term);"
+                f"CREATE INDEX ON {t(c)} (doc_key); CREATE INDEX ON {t(c)} (path);"
+                f'CREATE INDEX ON {t(c)} ((reverse(path)) COLLATE "C");'
+                f"CREATE INDEX ON {t(c)} (issue); CREATE INDEX ON {t(c + '_post')} (term, part);"
             )
             if self._sizes[c] >= self.store.hnsw_min_rows and self._dim:
                 await conn.execute(
@@ -233,7 +220,7 @@ class PgWriter:
             f"CREATE INDEX ON {t('symbols')} (name); CREATE INDEX ON {t('symbols')} (norm);"
             f"CREATE INDEX ON {t('symbols')} (qualname); CREATE INDEX ON {t('calls')} (norm);"
             f"ANALYZE {t('symbols')}; ANALYZE {t('calls')}; ANALYZE {t('units')};"
-            + "".join(f"ANALYZE {t(c)}; ANALYZE {t(c + '_df')};" for c in COLLECTIONS)
+            + "".join(f"ANALYZE {t(c)}; ANALYZE {t(c + '_post')};" for c in COLLECTIONS)
         )
         await conn.execute(
             "INSERT INTO rx_builds (id, instance, meta, sizes, dim) VALUES ($1, $2, $3, $4, $5)",

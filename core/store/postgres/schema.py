@@ -11,11 +11,11 @@ Fixed tables (every name starts with ``rx_``):
     rx_jobs          the index/sync queue the workers take jobs from
 
 A build's own rows live in tables named after it (``build.py``): ``rx_b{id}_{docs,code,issues}``
-(chunks with a ``vector`` column and a ``tsvector`` of the lexical form), ``rx_b{id}_symbols``,
-``rx_b{id}_calls``, ``rx_b{id}_units``. They are created inside the transaction that commits the
-build — a crashed build leaves nothing — and dropped with the build; their format is the store's
-``SCHEMA_VERSION`` (in every build's stamp: a build of another format is rebuilt, never
-migrated).
+(chunks with a ``vector`` column), ``rx_b{id}_{collection}_post`` (BM25 postings),
+``rx_b{id}_lengths``, ``rx_b{id}_symbols``, ``rx_b{id}_calls``, ``rx_b{id}_units``. They are
+created inside the transaction that commits the build — a crashed build leaves nothing — and
+dropped with the build; their format is the store's ``SCHEMA_VERSION`` (in every build's stamp:
+a build of another format is rebuilt, never migrated).
 """
 
 from __future__ import annotations
