@@ -10,6 +10,8 @@ search over them takes about 4 ms, and the recall of approximate search at defau
 poor; at 300k × 384 the product takes 15 ms where usearch's own exact search took 37 ms
 (``benchmarks/bench_store.py``). Lookups asked for every question — a file's rows by path or
 path tail, an issue's rows — are answered from maps built when the reader opens, not by a scan.
+Lexical hits are FTS5's BM25 computed from term postings stored with the build (``bm25.py``,
+``local_index.py``): FTS5 itself scored every matching row (138 ms p95 at 500k chunks).
 
 This module implements :mod:`core.store.base`; the SQL, the FTS5 syntax and the vector files stay
 in it.
