@@ -106,7 +106,7 @@ class Bm25:
             return []
         rows = np.concatenate(rows_all)
         scores = np.bincount(rows, np.concatenate(weights), self.n)
-        hit = np.unique(rows)
+        hit = np.flatnonzero(scores)  # every contribution is > 0: the rows that matched
         if len(hit) > n:
             hit = hit[np.argpartition(-scores[hit], n - 1)[:n]]
         order = np.lexsort((hit, -scores[hit]))

@@ -252,7 +252,9 @@ class LocalReader:
             return [_row_to_chunk(r) async for r in cur]
 
     async def _rows_where(self, collection: str, where: str, args: list[Any]) -> list[int]:
-        sql = f"SELECT row FROM chunks WHERE collection=? AND ({where}) ORDER BY row"
+        # `+collection`: not the (collection, row) index — with it SQLite walked every row of the
+        # collection in order instead of looking the path up (1.7 s p95 at 2M chunks).
+        sql = f"SELECT row FROM chunks WHERE +collection=? AND ({where}) ORDER BY row"
         async with self.db.execute(sql, [collection, *args]) as cur:
             return [int(r[0]) async for r in cur]
 
