@@ -36,7 +36,6 @@ from aiohttp import web
 from core.config import Instance
 from core.errors import ConfigError
 from core.service import OnText, RepoExpert
-from core.store.conversations import ConversationStore
 
 from .gateway import Caller, Gateway, Platform, Rejected, authenticate, error_of
 from .metrics import Metrics
@@ -270,7 +269,7 @@ async def serve_api(
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
     port = port or int(os.environ.get("PORT") or 8000)
-    store = await ConversationStore.open(config.database_path(app.layout.conversations))
+    store = await app.conversations(config.database_path(app.layout.conversations))
     runner = web.AppRunner(ApiServer(Gateway(app, store, config, instances)).web_app())
     await runner.setup()
     try:

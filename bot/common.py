@@ -23,8 +23,8 @@ from typing import Any, Literal
 from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Source
-from core.service import OnText, RepoExpert
-from core.store.conversations import ConversationStore, FeedbackRecord, Verdict
+from core.service import Conversations, OnText, RepoExpert
+from core.store.conversations import FeedbackRecord, Verdict
 
 from . import messages
 from .settings import ServeConfig
@@ -181,7 +181,7 @@ class ChatCore:
     def __init__(
         self,
         app: RepoExpert,
-        store: ConversationStore,
+        store: Conversations,
         config: ServeConfig,
         instances: Mapping[str, Instance] | None = None,
     ) -> None:

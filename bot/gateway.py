@@ -37,8 +37,8 @@ from core.errors import (
     StoreError,
 )
 from core.models import COLLECTIONS, Collection
-from core.service import OnText, RepoExpert
-from core.store.conversations import ConversationStore, Verdict
+from core.service import Conversations, OnText, RepoExpert
+from core.store.conversations import Verdict
 
 from .common import Limits, Refusal, Slot
 from .metrics import Metrics
@@ -155,7 +155,7 @@ class Gateway:
     def __init__(
         self,
         app: RepoExpert,
-        store: ConversationStore,
+        store: Conversations,
         config: ServeConfig,
         instances: Mapping[str, Instance],
         metrics: Metrics | None = None,

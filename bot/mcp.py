@@ -31,7 +31,6 @@ from pydantic import Field
 
 from core.errors import ConfigError
 from core.service import RepoExpert
-from core.store.conversations import ConversationStore
 
 from .gateway import Caller, Gateway, Rejected, authenticate, error_of
 from .settings import ServeConfig
@@ -177,7 +176,7 @@ async def serve_mcp(app: RepoExpert, config: ServeConfig, http: str | None = Non
     instances = app.load_instances()
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
-    store = await ConversationStore.open(config.database_path(app.layout.conversations))
+    store = await app.conversations(config.database_path(app.layout.conversations))
     try:
         gw = Gateway(app, store, config, instances)
         server = build_server(gw, http=address is not None)

@@ -19,7 +19,6 @@ from aiohttp import web
 
 from core.errors import ConfigError, RepoExpertError
 from core.service import RepoExpert
-from core.store.conversations import ConversationStore
 
 from .common import ChatCore
 from .settings import ServeConfig, SlackSettings
@@ -73,7 +72,8 @@ async def serve(
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
     check_env(which, config, env)
-    store = await ConversationStore.open(config.database_path(app.layout.conversations))
+    # The SQLite file, or the shared database's tables when the store is PostgreSQL.
+    store = await app.conversations(config.database_path(app.layout.conversations))
     try:
         core = ChatCore(app, store, config, instances)
         cold = [n for n in instances if not await app.has_index(n)]

@@ -26,7 +26,8 @@ that is not an object) is a 400, never a traceback.
 
 Deliveries are answered at once (202) and synced in the background, one sync per instance at a
 time: deliveries arriving meanwhile are merged into the next one (a burst of comments costs one
-sync). Questions are answered from the live build while a sync runs.
+sync). Questions are answered from the live build while a sync runs. With a shared store
+(PostgreSQL) the receiver runs no sync itself: it queues a job for ``repo-expert worker``.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ class SyncScheduler:
                 req = self._pending.pop(name)
                 self.runs.append((name, req))
                 try:
+                    if self.app.backend.jobs is not None:  # a shared store: a worker runs it
+                        job = await self.app.enqueue(name, req)
+                        log.info("queued sync of %s (job %d)", name, job)
+                        continue
                     rep = await self.app.sync(name, req)
                     log.info("%s", rep.line())
                 except Exception:  # one failed sync must not stop the receiver

@@ -28,7 +28,7 @@ from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
 from core.config import Instance, Settings, find_instance, load_all
 from core.embed import EmbedService, embed_service
-from core.errors import BadQuestion, IndexError_, PathNotAllowed
+from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, instance_status, sync_instance
 from core.ingest.files import (
@@ -47,14 +47,18 @@ from core.retrieve.kinds import KindModel
 from core.retrieve.options import Mode, Options
 from core.retrieve.search import retrieve
 from core.store.base import BuildReader, IndexStore
-from core.store.local import LocalStore
+from core.store.open import open_backend
+from core.store.shared import Conversations
 
 log = logging.getLogger(__name__)
 
 EmbedderFor = Callable[[Instance], EmbedService]
 
 # What faces use with the service: the service's own types, importable from here.
-__all__ = ["FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest", "checked_question"]
+__all__ = [
+    "Conversations", "FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest",
+    "checked_question",
+]  # fmt: skip
 
 # How long a replaced index reader stays open for the questions still running on it.
 RETIRE_GRACE_S = 300.0
@@ -86,7 +90,9 @@ class RepoExpert:
     ) -> None:
         self.settings = settings
         self.layout = Layout(settings.data_dir)
-        self.store: IndexStore = store or LocalStore(self.layout)
+        # The deployment's storage (settings.store: local files, or one shared PostgreSQL).
+        self.backend = open_backend(settings.store, self.layout)
+        self.store: IndexStore = store or self.backend.index
         self._embedder_for = embedder_for or (
             lambda inst: embed_service(inst.embedding, self.layout)
         )
@@ -137,8 +143,23 @@ class RepoExpert:
         async with self.store.lock(name):
             return await sync_instance(
                 inst, self.layout, self.store, self.embedder(name), request or SyncRequest(),
-                progress, options,
+                progress, options, self.backend.state,
             )  # fmt: skip
+
+    async def enqueue(self, name: str, request: SyncRequest | None = None) -> int:
+        """Queue a sync for ``repo-expert worker`` (a shared store only): the job id. A queued
+        job of the same instance absorbs the request (``SyncRequest.merge``)."""
+        self.instance(name)  # an unknown name fails here
+        if self.backend.jobs is None:
+            raise ConfigError(
+                "a job queue needs a shared store: set --store postgresql://… or REPO_EXPERT_STORE"
+            )
+        return int(await self.backend.jobs.enqueue(name, request or SyncRequest()))
+
+    async def conversations(self, path: Path) -> Conversations:
+        """The bots' threads and feedback: the SQLite file at ``path`` (local), or the shared
+        database's tables (then ``path`` is not used). The caller closes it."""
+        return await self.backend.conversations(path)
 
     async def index(
         self, name: str, progress: Progress | None = None, full: bool = False
@@ -152,7 +173,9 @@ class RepoExpert:
 
     async def status(self, name: str) -> dict[str, Any]:
         """Indexed commit, chunk counts, last sync and error, issues high-water mark."""
-        return await instance_status(self.instance(name), self.layout, self.store)
+        return await instance_status(
+            self.instance(name), self.layout, self.store, self.backend.state
+        )
 
     async def describe(self, name: str) -> dict[str, Any]:
         """What a caller may know of an instance: name, description, the repository's public
@@ -357,3 +380,4 @@ class RepoExpert:
             if isinstance(a, LLMAnswerer):
                 await a.model.aclose()
         self._answerers.clear()
+        await self.backend.close()

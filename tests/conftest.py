@@ -6,9 +6,22 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pg
 import pytest
 import pytest_asyncio
 from helpers import FakeApp, FakeEmbedder, sample_world
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Any:
+    """One real PostgreSQL server (pgvector) for the whole session (tests/pg.py)."""
+    return pg.server()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> str:
+    """A fresh database on the session's server: its postgresql:// URL."""
+    return pg.new_database()
 
 
 @pytest.fixture

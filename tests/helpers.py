@@ -171,9 +171,10 @@ class FakeApp(RepoExpert):
         cache: Path | None = None,
         answerer: Answerer | None = None,
         batch_size: int = 4,
+        store: str | None = None,
     ) -> None:
         self.svc = EmbedService(embedder, cache, batch_size)
-        super().__init__(Settings(instances, data), embedder_for=lambda inst: self.svc,
+        super().__init__(Settings(instances, data, store), embedder_for=lambda inst: self.svc,
                          answerer=answerer)  # fmt: skip
 
     async def close(self) -> None:

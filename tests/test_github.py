@@ -40,11 +40,21 @@ async def api() -> AsyncIterator[StubGitHub]:
     await stub.stop()
 
 
-@pytest_asyncio.fixture
-async def db(tmp_path: Path) -> AsyncIterator[StateDB]:
-    state = await StateDB.open(tmp_path / "state.sqlite")
-    yield state
-    await state.close()
+@pytest_asyncio.fixture(params=["local", "postgres"])
+async def db(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """The instance state the mirror writes: the SQLite file, and its PostgreSQL twin (every
+    mirror test runs on both)."""
+    if request.param == "local":
+        state = await StateDB.open(tmp_path / "state.sqlite")
+        yield state
+        await state.close()
+        return
+    from core.store.postgres.db import Database
+    from core.store.postgres.state import PgState
+
+    database = Database(request.getfixturevalue("pg_url"))
+    yield PgState(await database.pool(), "widget")
+    await database.close()
 
 
 def client(api: StubGitHub, sleeps: Sleeps | None = None, **kw: Any) -> GitHubClient:

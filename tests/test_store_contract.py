@@ -1,8 +1,9 @@
 """The store contract (core/store/base.py): what every backend must do, run against each one.
 
 A backend is given as a factory of an ``IndexStore`` over a fresh location; the same tests run
-for all of them (today the local store: SQLite + usearch files; a PostgreSQL store joins
-``BACKENDS``). Vectors here are small and hand-made so that nearest neighbours are known.
+for all of them: the local store (SQLite + usearch files) and the PostgreSQL store (a real
+server from ``tests/pg.py``, one fresh database per test). Vectors here are small and
+hand-made so that nearest neighbours are known.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pg
 import pytest
 import pytest_asyncio
 
@@ -24,7 +26,22 @@ from core.store.base import IndexStore
 from core.store.local import LocalStore
 
 StoreFactory = Callable[[Path], IndexStore]
-BACKENDS: dict[str, StoreFactory] = {"local": lambda root: LocalStore(Layout(root))}
+
+
+def _postgres(root: Path) -> IndexStore:
+    """Stores over one database per location (``root``): as two processes would share one."""
+    from core.store.postgres.db import Database
+    from core.store.postgres.index import PostgresStore
+
+    url = _DATABASES.get(root) or _DATABASES.setdefault(root, pg.new_database())
+    return PostgresStore(Database(url))
+
+
+_DATABASES: dict[Path, str] = {}
+BACKENDS: dict[str, StoreFactory] = {
+    "local": lambda root: LocalStore(Layout(root)),
+    "postgres": _postgres,
+}
 
 DIM = 8
 
@@ -98,11 +115,24 @@ async def write_build(store: IndexStore, name: str = "widget", commit: str = "c1
         return await w.commit()
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], IndexStore]:
-    """Stores of one backend, all over the same location (as two processes would be)."""
+@pytest_asyncio.fixture(params=sorted(BACKENDS))
+async def make_store(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[Callable[[], IndexStore]]:
+    """Stores of one backend, all over the same location (as two processes would be); closed
+    after the test."""
     factory = BACKENDS[request.param]
-    return lambda: factory(tmp_path / "store")
+    made: list[IndexStore] = []
+
+    def make() -> IndexStore:
+        made.append(factory(tmp_path / "store"))
+        return made[-1]
+
+    yield make
+    for store in made:
+        close = getattr(store, "close", None)
+        if close is not None:
+            await close()
 
 
 @pytest_asyncio.fixture

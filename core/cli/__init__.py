@@ -1,5 +1,5 @@
 """The ``repo-expert`` command line: init, instances, index, ask, eval, sync, status, serve,
-feedback, api-key.
+worker, feedback, api-key.
 
 This is an entry point: it alone configures logging (quiet by default, ``-v`` for progress
 details, ``-vv`` for debug) and turns a :class:`RepoExpertError` into one line on stderr. The
@@ -79,8 +79,9 @@ examples:
   repo-expert sync --all --watch                 # keep every instance fresh
   repo-expert serve slack --instances /srv/instances -v
 
-Global flags (--instances, --data, -v) go anywhere on the line. `repo-expert COMMAND --help`
-explains each command. README: configuration, the bots, the API, MCP."""
+Global flags (--instances, --data, --store, -v) go anywhere on the line.
+`repo-expert COMMAND --help` explains each command. README: configuration, the bots, the API,
+MCP."""
 
 
 def _globals(instances: bool = True) -> argparse.ArgumentParser:
@@ -96,6 +97,11 @@ def _globals(instances: bool = True) -> argparse.ArgumentParser:
         "--data", metavar="DIR", default=argparse.SUPPRESS,
         help="the data folder: indexes, state, caches (env REPO_EXPERT_DATA; default "
         ".repo-expert inside the instances folder; never indexed)",
+    )  # fmt: skip
+    g.add_argument(
+        "--store", metavar="URL", default=argparse.SUPPRESS,
+        help="where the index, state and conversations live: local (the files under the data "
+        "folder) or a postgresql:// URL shared by every process (env REPO_EXPERT_STORE)",
     )  # fmt: skip
     g.add_argument(
         "-v", "--verbose", action="count", default=argparse.SUPPRESS,
@@ -273,6 +279,21 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=c.cmd_status)
 
     s = command(
+        "worker",
+        "take index/sync jobs from the shared store's queue (PostgreSQL: --store or "
+        "REPO_EXPERT_STORE) and run them, until stopped",
+        "  REPO_EXPERT_STORE=postgresql://rx@db/rx repo-expert worker\n"
+        "  repo-expert --store postgresql://rx@db/rx worker --instance widget --once --json",
+    )
+    s.add_argument("--instance", action="append", default=[], help="only jobs of this instance "
+                   "(repeatable)")  # fmt: skip
+    s.add_argument("--poll", type=float, default=2.0, help="seconds between looks at the queue "
+                   "when no notification came (default 2)")  # fmt: skip
+    s.add_argument("--once", action="store_true", help="exit when no job is queued")
+    s.add_argument("--json", action="store_true", help="one JSON object per job")
+    s.set_defaults(fn=c.cmd_worker)
+
+    s = command(
         "feedback",
         "print the 👍/👎 given on an instance's answers (bots, API, page, MCP)",
         "  repo-expert feedback widget --limit 20",
@@ -309,7 +330,8 @@ def version() -> str:
 
 async def _run(args: argparse.Namespace) -> int:
     app = RepoExpert(Settings.from_env(getattr(args, "instances", None),
-                                       getattr(args, "data", None)))  # fmt: skip
+                                       getattr(args, "data", None),
+                                       getattr(args, "store", None)))  # fmt: skip
     try:
         return int(await args.fn(app, args))
     finally:

@@ -15,7 +15,7 @@ from typing import Any
 from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
-from core.cli.watch import watch
+from core.cli.watch import Queued, watch
 from core.config import redact
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
@@ -173,8 +173,8 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
         raise RepoExpertError("name an instance, or give --all")
     names = _names(app, args)
 
-    def show(name: str, r: SyncReport | BaseException) -> None:
-        if isinstance(r, SyncReport):
+    def show(name: str, r: SyncReport | Queued | BaseException) -> None:
+        if isinstance(r, SyncReport | Queued):
             print(json.dumps(r.to_json()) if args.json else r.line(), flush=True)
         else:
             print(f"sync of {name} failed: {redact(str(r))}", file=sys.stderr, flush=True)
@@ -207,14 +207,37 @@ async def cmd_status(app: RepoExpert, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
-    from core.store.conversations import ConversationStore
+async def cmd_worker(app: RepoExpert, args: argparse.Namespace) -> int:
+    from core.index.worker import run_worker
 
+    if app.backend.jobs is None:
+        raise RepoExpertError(
+            "a worker takes jobs from a shared store: set --store postgresql://… or "
+            "REPO_EXPERT_STORE (with the local store, `sync --watch` syncs by itself)"
+        )
+    names = [app.instance(n).name for n in args.instance] or None  # unknown names fail here
+
+    def show(job: int, name: str, r: SyncReport | BaseException) -> None:
+        if isinstance(r, SyncReport):
+            line = (
+                json.dumps({"job": job, **r.to_json()}) if args.json else f"job {job}: {r.line()}"
+            )
+            print(line, flush=True)
+        else:
+            print(f"job {job}: sync of {name} failed: {r}", file=sys.stderr, flush=True)
+
+    print(f"worker: taking jobs from {app.backend.where}", file=sys.stderr, flush=True)
+    await run_worker(app, app.backend.jobs, poll=args.poll, instances=names, once=args.once,
+                     on_job=show)  # fmt: skip
+    return 0
+
+
+async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
     app.instance(args.name)  # an unknown name fails here, with the known ones
     path = Path(args.db) if args.db else app.layout.conversations
     records = []
-    if path.exists():
-        store = await ConversationStore.open(path)
+    if app.backend.shared or path.exists():
+        store = await app.conversations(path)
         try:
             records = await store.feedback(args.name, args.limit)
         finally:
@@ -223,7 +246,8 @@ async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in records], ensure_ascii=False, indent=2))
         return 0
     if not records:
-        print(f"no feedback on {args.name} yet ({path})")
+        where = app.backend.where if app.backend.shared else path
+        print(f"no feedback on {args.name} yet ({where})")
         return 0
     up = sum(r.verdict == "up" for r in records)
     print(f"{args.name}: {up} 👍  {len(records) - up} 👎  (newest first)")

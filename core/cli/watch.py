@@ -1,4 +1,5 @@
-"""``repo-expert sync --watch``: keep instances fresh on their intervals, until stopped."""
+"""``repo-expert sync --watch``: keep instances fresh on their intervals, until stopped. With a
+shared store (PostgreSQL) each tick queues a job for the workers instead of syncing here."""
 
 from __future__ import annotations
 
@@ -6,15 +7,32 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from core.errors import RepoExpertError
 from core.index.sync import SyncReport
 from core.ingest.github import ClientOptions
-from core.service import RepoExpert
+from core.service import RepoExpert, SyncRequest
 
 log = logging.getLogger(__name__)
 
-OnReport = Callable[[str, "SyncReport | BaseException"], None]
+
+@dataclass(frozen=True)
+class Queued:
+    """A sync handed to the workers (a shared store): what ``sync --watch`` reports then."""
+
+    instance: str
+    job: int
+
+    def line(self) -> str:
+        return f"queued sync of {self.instance} (job {self.job})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instance": self.instance, "queued": True, "job": self.job}
+
+
+OnReport = Callable[[str, "SyncReport | Queued | BaseException"], None]
 
 
 async def watch(
@@ -35,10 +53,13 @@ async def watch(
         while not stop.is_set():
             wait = interval or app.instance(name).sync_interval
             try:
-                rep = await app.sync(name, options=options)
-                on_report(name, rep)
-                if rep.retry_at:
-                    wait = max(wait, rep.retry_at - time.time())
+                if app.backend.jobs is not None:  # shared store: a worker runs it
+                    on_report(name, Queued(name, await app.enqueue(name, SyncRequest())))
+                else:
+                    rep = await app.sync(name, options=options)
+                    on_report(name, rep)
+                    if rep.retry_at:
+                        wait = max(wait, rep.retry_at - time.time())
             except RepoExpertError as e:
                 on_report(name, e)
             except Exception as e:  # a bug in one instance's sync must not stop the others

@@ -217,17 +217,23 @@ def load_settings_file(file: Path, model: type[_M]) -> _M:
 class Settings:
     """Where instances and data live (flags > environment > defaults). The data folder defaults
     to ``.repo-expert`` inside the instances folder — not the current directory — so every
-    command run on the same instances finds the same index wherever it is run from."""
+    command run on the same instances finds the same index wherever it is run from. ``store``:
+    the deployment's store — None or "local" for the files under the data folder, or a
+    postgresql:// URL shared by every process (``core/store/open.py``)."""
 
     instances_dir: Path
     data_dir: Path
+    store: str | None = None
 
     @classmethod
-    def from_env(cls, instances: str | None = None, data: str | None = None) -> Settings:
+    def from_env(
+        cls, instances: str | None = None, data: str | None = None, store: str | None = None
+    ) -> Settings:
         folder = Path(instances or os.environ.get("REPO_EXPERT_INSTANCES") or DEFAULT_INSTANCES_DIR)
         where = data or os.environ.get("REPO_EXPERT_DATA")
+        store = store or os.environ.get("REPO_EXPERT_STORE") or None
         if where:
-            return cls(instances_dir=folder, data_dir=Path(where))
+            return cls(instances_dir=folder, data_dir=Path(where), store=store)
         default = folder.absolute() / DEFAULT_DATA_DIR
         legacy = Path.cwd() / DEFAULT_DATA_DIR  # the earlier default: in the current directory
         if not default.exists() and legacy.is_dir() and legacy != default:
@@ -236,7 +242,7 @@ class Settings:
                 "default is now %s: move it there, or pass --data", legacy, default
             )  # fmt: skip
             default = legacy
-        return cls(instances_dir=folder, data_dir=default)
+        return cls(instances_dir=folder, data_dir=default, store=store)
 
 
 def instance_files(directory: Path) -> list[Path]:

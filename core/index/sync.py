@@ -26,7 +26,7 @@ from core.ingest.github import ClientOptions
 from core.ingest.mirror import ISSUES_MARK, MirrorReport
 from core.layout import Layout
 from core.store.base import IndexStore
-from core.store.state import StateDB
+from core.store.shared import StateOpener, state_of
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +96,10 @@ async def sync_instance(
     request: SyncRequest,
     progress: Progress | None = None,
     options: ClientOptions | None = None,
+    state: StateOpener | None = None,
 ) -> SyncReport:
-    """Run one update (callers hold the instance's build lock; see ``RepoExpert.sync``)."""
+    """Run one update (callers hold the instance's build lock; see ``RepoExpert.sync``).
+    ``state``: a shared store's state (default: the instance's state file)."""
     report = SyncReport(inst.name, started_at=time.time())
     t0 = time.perf_counter()
     try:
@@ -106,7 +108,7 @@ async def sync_instance(
         live = None
     report.commit_before = str(live["commit"]) if live and live.get("commit") else None
     try:
-        sources = await gather(inst, layout, request, options)
+        sources = await gather(inst, layout, request, options, state)
         report.issues, report.retry_at = sources.mirror, sources.retry_at
         report.errors.extend(sources.errors)
         report.summary = await build_index(
@@ -122,11 +124,11 @@ async def sync_instance(
     finally:
         report.seconds = time.perf_counter() - t0
         report.errors = [redact(e) for e in report.errors]  # whatever echoed a token
-        await _record(layout, report)
+        await _record(layout, report, state)
     return report
 
 
-async def _record(layout: Layout, report: SyncReport) -> None:
+async def _record(layout: Layout, report: SyncReport, state: StateOpener | None) -> None:
     values: dict[str, Any] = {
         "last_sync_at": report.started_at,
         "last_sync_seconds": report.seconds,
@@ -136,12 +138,14 @@ async def _record(layout: Layout, report: SyncReport) -> None:
     if report.errors:
         values["last_error"] = "; ".join(report.errors)
         values["last_error_at"] = report.started_at
-    async with await StateDB.open(layout.state(report.instance)) as db:
+    async with state_of(layout, state)(report.instance) as db:
         await db.put(**values)
 
 
-async def instance_status(inst: Instance, layout: Layout, store: IndexStore) -> dict[str, Any]:
-    """What `repo-expert status` shows for one instance (reads files only; no network)."""
+async def instance_status(
+    inst: Instance, layout: Layout, store: IndexStore, state: StateOpener | None = None
+) -> dict[str, Any]:
+    """What `repo-expert status` shows for one instance (reads the store only; no network)."""
     out: dict[str, Any] = {
         "instance": inst.name,
         "source": inst.repo.url or str(inst.resolve(inst.repo.path or ".")),
@@ -159,12 +163,11 @@ async def instance_status(inst: Instance, layout: Layout, store: IndexStore) -> 
         out["indexed_commit"] = meta.get("commit")
         out["built_at"] = meta.get("built_at")
         out["chunks"] = dict((meta.get("summary") or {}).get("chunks") or {})
-    path = layout.state(inst.name)
     keys = ("last_sync_at", "last_sync_seconds", "last_sync_ok", "last_error", "last_error_at")
     out.update(dict.fromkeys(keys))
     out["issues_mark"] = None
-    if path.exists():
-        async with await StateDB.open(path) as db:
+    if state is not None or layout.state(inst.name).exists():
+        async with state_of(layout, state)(inst.name) as db:
             for k in keys:
                 out[k] = await db.get(k)
             out["issues_mark"] = await db.get(ISSUES_MARK)

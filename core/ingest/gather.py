@@ -27,6 +27,7 @@ from core.ingest.issues import Issue, keep_issue, load_issues_file
 from core.ingest.mirror import MirrorReport, mirrored_issues, sync_and_read
 from core.ingest.repo import Checkout, checkout
 from core.layout import Layout
+from core.store.shared import StateOpener
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,11 @@ class Sources:
 
 
 async def gather(
-    inst: Instance, layout: Layout, request: SyncRequest, options: ClientOptions | None = None
-) -> Sources:
-    """The checkout and the filtered issues of ``inst`` (see the module docstring)."""
+    inst: Instance, layout: Layout, request: SyncRequest, options: ClientOptions | None = None,
+    state: StateOpener | None = None,
+) -> Sources:  # fmt: skip
+    """The checkout and the filtered issues of ``inst`` (see the module docstring). ``state``:
+    where the issues mirror lives when it is not the instance's state file (a shared store)."""
     errors: list[str] = []
     try:
         co = await checkout(inst, layout, fetch=request.repo)
@@ -82,14 +85,14 @@ async def gather(
             try:
                 sources.mirror, sources.issues = await sync_and_read(
                     inst, layout, numbers=set(request.numbers),
-                    refetch=request.refetch_issues, options=options,
+                    refetch=request.refetch_issues, options=options, state=state,
                 )  # fmt: skip
                 return sources
             except SourceError as e:
                 errors.append(f"issues: {e}")
                 if isinstance(e, RateLimited):
                     sources.retry_at = e.reset_at
-        sources.issues = await mirrored_issues(inst, layout)
+        sources.issues = await mirrored_issues(inst, layout, state=state)
     return sources
 
 

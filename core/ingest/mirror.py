@@ -46,7 +46,8 @@ from core.errors import SourceError
 from core.ingest.github import ClientOptions, GitHubClient, Page
 from core.ingest.issues import Comment, Issue, closing_refs, keep_issue
 from core.layout import Layout
-from core.store.state import IssueRow, StateDB
+from core.store.shared import State, StateOpener, state_of
+from core.store.state import IssueRow
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +175,7 @@ class _Listing:
     anything. Only a run of a whole page sharing one timestamp, where re-anchoring cannot
     advance, follows the ``Link`` header's next page."""
 
-    def __init__(self, gh: GitHubClient, db: StateDB, report: MirrorReport) -> None:
+    def __init__(self, gh: GitHubClient, db: State, report: MirrorReport) -> None:
         self.gh, self.db, self.report = gh, db, report
         self.started: float | None = None  # server clock when the listing's first page came
         self.not_modified = False  # answered 304: nothing changed since the last identical listing
@@ -229,7 +230,7 @@ class _Listing:
 
 async def sync_mirror(
     cfg: IssuesConfig,
-    db: StateDB,
+    db: State,
     gh: GitHubClient,
     *,
     numbers: set[int] | frozenset[int] = frozenset(),
@@ -260,7 +261,7 @@ async def sync_mirror(
     return report
 
 
-async def _targeted(db: StateDB, gh: GitHubClient, numbers: Any, report: MirrorReport) -> None:
+async def _targeted(db: State, gh: GitHubClient, numbers: Any, report: MirrorReport) -> None:
     for n in sorted(numbers):
         obj = await gh.issue(n)
         if obj is None:
@@ -272,7 +273,7 @@ async def _targeted(db: StateDB, gh: GitHubClient, numbers: Any, report: MirrorR
 
 
 async def _list_issues(
-    cfg: IssuesConfig, db: StateDB, gh: GitHubClient, report: MirrorReport, refetch: bool,
+    cfg: IssuesConfig, db: State, gh: GitHubClient, report: MirrorReport, refetch: bool,
     now: float,
 ) -> bool:  # fmt: skip
     mark = None if refetch else await db.get(ISSUES_MARK)
@@ -305,7 +306,7 @@ async def _list_issues(
 
 
 async def _list_comments(
-    cfg: IssuesConfig, db: StateDB, gh: GitHubClient, report: MirrorReport
+    cfg: IssuesConfig, db: State, gh: GitHubClient, report: MirrorReport
 ) -> None:
     kinds = [("/issues/comments", COMMENTS_MARK, "issue_url", "issues")]
     if cfg.pull_requests and cfg.review_comments:
@@ -331,7 +332,7 @@ async def _list_comments(
 
 
 async def _fetch_comments(
-    cfg: IssuesConfig, db: StateDB, gh: GitHubClient, report: MirrorReport, now: float
+    cfg: IssuesConfig, db: State, gh: GitHubClient, report: MirrorReport, now: float
 ) -> None:
     for row in await db.pending():
         if not keep_issue(row_to_issue(row), cfg, now):
@@ -360,12 +361,14 @@ async def _fetch_comments(
 
 
 # -- what the indexer reads --------------------------------------------------------------------
-async def mirrored_issues(inst: Instance, layout: Layout, now: float | None = None) -> list[Issue]:
-    """The mirrored issues the instance's filters keep (no network)."""
-    path = layout.state(inst.name)
-    if not path.exists():
+async def mirrored_issues(
+    inst: Instance, layout: Layout, now: float | None = None, state: StateOpener | None = None
+) -> list[Issue]:
+    """The mirrored issues the instance's filters keep (no network). ``state``: a shared
+    database's state (default: the instance's state file)."""
+    if state is None and not layout.state(inst.name).exists():
         return []
-    async with await StateDB.open(path) as db:
+    async with state_of(layout, state)(inst.name) as db:
         rows = await db.rows()
 
     def convert() -> list[Issue]:
@@ -383,11 +386,12 @@ async def sync_and_read(
     numbers: set[int] | frozenset[int] = frozenset(),
     refetch: bool = False,
     options: ClientOptions | None = None,
+    state: StateOpener | None = None,
 ) -> tuple[MirrorReport, list[Issue]]:
     """Sync the mirror of ``inst.issues.github``, then read it back filtered."""
     if not inst.issues.github:
         raise SourceError(f"{inst.source_file}: issues.github is not set")
-    async with await StateDB.open(layout.state(inst.name)) as db:
+    async with state_of(layout, state)(inst.name) as db:
         async with client_for(inst.issues, options) as gh:
             report = await sync_mirror(inst.issues, db, gh, numbers=numbers, refetch=refetch)
-    return report, await mirrored_issues(inst, layout)
+    return report, await mirrored_issues(inst, layout, state=state)

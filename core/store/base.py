@@ -17,7 +17,7 @@ implementation; ``tests/test_store_contract.py`` is the suite any implementation
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -41,6 +41,31 @@ class IssueLinks:
     files: tuple[str, ...] = ()  # a pull request's changed files
     fixes: tuple[int, ...] = ()  # the issues a pull request closes
     fixed_by: tuple[int, ...] = ()  # the indexed pull requests that close this issue
+
+
+def group_links(
+    numbers: Sequence[int], forward: Iterable[Sequence[Any]],
+    backward: Iterable[Sequence[Any]],
+) -> dict[int, IssueLinks]:  # fmt: skip
+    """Both backends' ``links``: ``forward`` rows (issue, rel, target) in their written order,
+    ``backward`` rows (fixed issue, pull request) — grouped per number, those without any
+    left out."""
+    files: dict[int, list[str]] = {}
+    fixes: dict[int, list[int]] = {}
+    fixed_by: dict[int, list[int]] = {}
+    for n, rel, target in forward:
+        if rel == "file":
+            files.setdefault(int(n), []).append(str(target))
+        elif rel == "fixes" and str(target).isdigit():
+            fixes.setdefault(int(n), []).append(int(target))
+    for target, n in backward:
+        fixed_by.setdefault(int(target), []).append(int(n))
+    return {
+        n: IssueLinks(tuple(files.get(n, ())), tuple(fixes.get(n, ())),
+                      tuple(sorted(fixed_by.get(n, ()))))
+        for n in numbers
+        if n in files or n in fixes or n in fixed_by
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)

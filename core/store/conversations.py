@@ -92,7 +92,7 @@ class FeedbackRecord:
         }  # fmt: skip
 
 
-def _source_record(answer: Answer) -> str:
+def source_record(answer: Answer) -> str:
     out = []
     for s in answer.sources:
         d = s.to_json()
@@ -127,7 +127,7 @@ class ConversationStore:
         cur = await self._db.execute(
             "INSERT INTO turns (platform, thread, instance, user, question, answer, sources, "
             "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (platform, thread, instance, user, question, answer.text, _source_record(answer),
+            (platform, thread, instance, user, question, answer.text, source_record(answer),
              time.time()),
         )  # fmt: skip
         await self._db.commit()

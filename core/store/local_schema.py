@@ -45,6 +45,14 @@ CREATE INDEX chunks_path ON chunks(path);
 CREATE VIRTUAL TABLE fts_docs USING fts5(body, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE fts_code USING fts5(body, tokenize='unicode61 remove_diacritics 2');
 CREATE VIRTUAL TABLE fts_issues USING fts5(body, tokenize='unicode61 remove_diacritics 2');
+-- BM25 without FTS5's per-row bm25() (local_index.py): per token, the rows holding it and how
+-- often (int32 / uint16 arrays, one part per slice of rows), and each row's token count.
+-- Builds written before these tables existed are ranked by FTS5 alone.
+CREATE TABLE postings (
+    collection TEXT NOT NULL, term TEXT NOT NULL, part INTEGER NOT NULL,
+    rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (collection, term, part)
+) WITHOUT ROWID;
+CREATE TABLE lexstats (collection TEXT PRIMARY KEY, lengths BLOB NOT NULL);
 """
 
 

@@ -22,6 +22,7 @@ from core.layout import Layout
 from core.lexical import lexical_form
 from core.models import Chunk, Collection, Document, Symbol
 from core.store.local_files import live_name, prune
+from core.store.local_index import write_postings
 from core.store.local_schema import CHUNK_COLS, SCHEMA, norm_name
 
 P = ParamSpec("P")
@@ -118,6 +119,7 @@ class LocalWriter:
             f"INSERT INTO fts_{collection} (rowid, body) VALUES (?, ?)",
             list(zip(ids, forms, strict=True)),
         )
+        await write_postings(self.db, collection, forms)
         if vectors is not None and len(chunks):
             await asyncio.to_thread(
                 save_matrix,

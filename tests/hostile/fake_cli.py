@@ -51,17 +51,21 @@ class CliApp(FakeApp):
         super().__init__(settings.instances_dir, settings.data_dir, SlowEmbedder, cache=cache)
 
 
-core.cli.RepoExpert = CliApp  # type: ignore[misc]
+def _fake() -> None:
+    """Patch the CLI for this process only (importing this module changes nothing: a test
+    imports ``POISON_PILL`` from it)."""
+    core.cli.RepoExpert = CliApp  # type: ignore[misc]
+    if os.environ.get("FAKE_KILL_AT_SWAP"):
+        replace = os.replace
 
-if os.environ.get("FAKE_KILL_AT_SWAP"):
-    _replace = os.replace
+        def kill_at_swap(src: str, dst: str) -> None:
+            if Path(dst).name == "current":
+                os.kill(os.getpid(), signal.SIGKILL)
+            replace(src, dst)
 
-    def _kill_at_swap(src: str, dst: str) -> None:
-        if Path(dst).name == "current":
-            os.kill(os.getpid(), signal.SIGKILL)
-        _replace(src, dst)
+        os.replace = kill_at_swap  # type: ignore[assignment]
 
-    os.replace = _kill_at_swap  # type: ignore[assignment]
 
 if __name__ == "__main__":
+    _fake()
     sys.exit(core.cli.main(sys.argv[1:]))
