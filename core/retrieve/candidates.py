@@ -87,6 +87,25 @@ async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple
     return out
 
 
+async def issue_rows(
+    reader: BuildReader, route: Route, n: int, per_repo: int
+) -> tuple[list[int], list[str]]:
+    """Rows of issue ``n`` as the question names it: of its repository when the question says
+    which ("client#42"), else of every repository that has one (at most ``per_repo`` rows of
+    each), and the repositories they come from (more than one: the bare #N is in several)."""
+    rows = await reader.issue_rows(n)
+    if not rows:
+        return [], []
+    want = route.repo_issues.get(n)
+    chunks = await reader.chunks("issues", rows)
+    taken: dict[str, list[int]] = {}
+    for r in rows:
+        repo = chunks[r].repo if r in chunks else ""
+        if (want is None or repo == want) and len(taken.setdefault(repo, [])) < per_repo:
+            taken[repo].append(r)
+    return [r for rs in taken.values() for r in rs], sorted(x for x in taken if x)
+
+
 async def exact_rows(
     reader: BuildReader, route: Route, question: str
 ) -> dict[Collection, dict[int, str]]:
@@ -94,8 +113,11 @@ async def exact_rows(
     for "who calls X?" the definitions that call X (the code graph) and its call sites."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
-        for row in (await reader.issue_rows(n))[:3]:
-            out["issues"][row] = f"issue #{n}"
+        rows, repos = await issue_rows(reader, route, n, 3)
+        if len(repos) > 1:
+            route.several[n] = repos
+        for row in rows:
+            out["issues"][row] = f"issue #{n}" + (f" in {', '.join(repos)}" if repos else "")
     if route.issues and route.hop:  # "where was #N fixed?": what its pull requests changed
         for path, pr in (await _changed(reader, route.issues[:2])).items():
             for coll in _FILES:

@@ -14,6 +14,7 @@ from core.embed import EmbedService
 from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find
+from core.retrieve.candidates import issue_rows as rows_of_issue
 from core.retrieve.fusion import Candidate, rrf, select
 from core.retrieve.glossary import english_terms
 from core.retrieve.kinds import KINDS, KindModel
@@ -24,6 +25,8 @@ from core.store.base import BuildReader
 
 # Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
 BUG = 0.5
+# How far (cosine units) a question naming a repository moves that repository's candidates up.
+REPO_TILT = 0.03
 
 
 @dataclass
@@ -53,7 +56,7 @@ async def candidates(
     start here."""
     timings = {} if timings is None else timings
     t = time.perf_counter()
-    route = route or analyse(question)
+    route = route or analyse(question, opt.aliases)
     # The glossary's English terms, once: for the lexical query and the embedded text. The
     # baselines (dense, bm25, rrf) see the question as asked: the glossary is ours.
     glossed = opt.mode == "full" and (opt.glossary or opt.glossary_dense)
@@ -109,6 +112,8 @@ async def retrieve(
         ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
     if ranker is not None:
         rerank(pool, ranker, opt.config.test_penalty)
+    if opt.aliases:
+        tilt(pool, opt, ranker)
     slots: dict[Collection, int]
     if opt.mode == "rrf":
         chosen = rrf(found.ranked, opt.k)
@@ -142,6 +147,30 @@ async def retrieve(
     )  # fmt: skip
 
 
+def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
+    """An instance over several repositories: keep only ``opt.repo``'s candidates when the caller
+    asked for one repository; else move the candidates of the repositories the question names up
+    by :data:`REPO_TILT` (cosine units; in the ranker's units through its slope for cosine) — a
+    tilt, not a filter: another repository's candidate that fits much better still wins."""
+    if opt.mode != "full":
+        return
+    hits = pool.found.hits
+    if opt.repo is not None:
+        for c, hs in hits.items():
+            hits[c] = [h for h in hs if h.chunk is not None and h.chunk.repo == opt.repo]
+        return
+    if not pool.route.repos:
+        return
+    bonus = REPO_TILT * (ranker.slope(("cos", "cos_gap", "cos_gap_coll")) if ranker else 1.0)
+    named = set(pool.route.repos)
+    for hs in hits.values():
+        for h in hs:
+            if h.chunk is not None and h.chunk.repo in named:
+                h.score += bonus
+                h.why = [*h.why, f"repository {h.chunk.repo} named"]
+        hs.sort(key=lambda h: -h.score)
+
+
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
     """At most how many chunks of one file or thread each collection may give (None: no limit;
     the baselines have none)."""
@@ -170,7 +199,7 @@ async def _issue_hop(
     floor = opt.config.relevance_floor
     issue_rows: list[int] = []
     for n in route.issues[:2]:
-        issue_rows.extend((await reader.issue_rows(n))[:2])
+        issue_rows.extend((await rows_of_issue(reader, route, n, 2))[0])
     if not issue_rows:  # no such issue indexed: answer the question as asked
         return select(found.hits, opt.k, floor, weights)
     chunks = await reader.chunks("issues", issue_rows)
@@ -209,7 +238,7 @@ async def to_sources(reader: BuildReader, chosen: list[Candidate]) -> list[Sourc
             Source(
                 collection=h.collection, title=ch.title, url=ch.url, text=ch.text, score=h.score,
                 path=ch.path, start_line=ch.start_line, end_line=ch.end_line, issue=ch.issue,
-                symbol=ch.symbol, chunk_id=ch.id,
+                symbol=ch.symbol, chunk_id=ch.id, repo=ch.repo,
             )
         )  # fmt: skip
     return out

@@ -34,7 +34,7 @@ import aiosqlite
 import numpy as np
 
 from core.layout import Layout
-from core.models import COLLECTIONS, Chunk, Collection, Symbol
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, Unit, group_links
 from core.store.bm25 import Bm25, on_search_thread
 from core.store.local_files import load_vectors, unreadable
@@ -236,13 +236,13 @@ class LocalReader:
         out: list[tuple[int, Symbol]] = []
         for s in await self.symbols(name):
             rows = await self._rows_where(
-                "code", "path=? AND start_line<=? AND end_line>=?",
-                [s.path, s.start_line, s.start_line],
+                "code", "path=? AND repo=? AND start_line<=? AND end_line>=?",
+                [s.path, s.repo, s.start_line, s.start_line],
             )  # fmt: skip
             if not rows:  # the definition line may sit in a header repeated elsewhere
                 rows = await self._rows_where(
-                    "code", "path=? AND start_line>=? AND start_line<=?",
-                    [s.path, s.start_line, s.end_line],
+                    "code", "path=? AND repo=? AND start_line>=? AND start_line<=?",
+                    [s.path, s.repo, s.start_line, s.end_line],
                 )  # fmt: skip
             out.extend((r, s) for r in rows[:2])
         return out
@@ -263,7 +263,7 @@ class LocalReader:
                     kept.append((row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
         async with self.db.execute(f"SELECT {SYMBOL_COLS} FROM symbols") as cur:
             symbols = [row_to_symbol(r) async for r in cur]
-        return kept, [s for s in symbols if s.path in keys]
+        return kept, [s for s in symbols if unit_key(s.repo, s.path) in keys]
 
 
 async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:
