@@ -322,3 +322,20 @@ async def test_read_source_names_the_repo(product: dict[str, Any]) -> None:
     assert part.url == f"https://github.com/acme/server/blob/{sha}/src/app.py#L1-L2"
     with pytest.raises(PathNotAllowed, match="REPO:PATH"):
         await app.read_source("product", "src/app.py")
+
+
+def test_eval_gold_may_name_the_repo() -> None:
+    from core.eval.metrics import Gold, is_hit
+    from core.models import Source
+
+    def src(repo: str, path: str | None = None, issue: int | None = None) -> Source:
+        return Source("docs", "t", "u", "x", 0.0, path=path, issue=issue, repo=repo)
+
+    gold = Gold(paths=["server:README.md", "docs/a.md"], issues=["client#12", 7])
+    assert is_hit(src("server", "README.md"), gold) and not is_hit(src("client", "README.md"), gold)
+    assert is_hit(src("client", "docs/a.md"), gold)  # a bare path: any repository
+    assert is_hit(src("client", issue=12), gold) and not is_hit(src("server", issue=12), gold)
+    assert is_hit(src("server", issue=7), gold)
+    assert is_hit(src("", "README.md"), gold) and is_hit(src("", issue=12), gold)  # one repo
+    with pytest.raises(ValueError, match="REPO#NUMBER"):
+        Gold(issues=["client:12"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any, cast
 
 from core.embed import EmbedService
 from core.models import COLLECTIONS, Collection, Retrieval, Source
@@ -125,9 +126,8 @@ async def retrieve(
     else:
         per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
-        chosen, slots = select(
-            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span
-        )
+        pick = select_by_repo if opt.aliases and opt.mode == "full" else select
+        chosen, slots = pick(found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span)
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)
@@ -169,6 +169,34 @@ def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
                 h.score += bonus
                 h.why = [*h.why, f"repository {h.chunk.repo} named"]
         hs.sort(key=lambda h: -h.score)
+
+
+def select_by_repo(
+    hits: dict[Collection, list[Candidate]],
+    k: int,
+    floor: float,
+    weights: dict[Collection, float] | None = None,
+    per_doc: dict[Collection, int] | None = None,
+    span: float | None = None,
+) -> tuple[list[Candidate], dict[Collection, int]]:
+    """:func:`select` over (collection, repository) groups: the slots are shared in proportion
+    to how well each repository's candidates of each collection fit, so a repository with
+    nothing relevant gets none, and one that fits less still gets its share instead of being
+    crowded out by one that fits a little better (the weights and limits are the collection's)."""
+    groups: dict[str, list[Candidate]] = {}
+    coll_of: dict[str, Collection] = {}
+    for c, hs in hits.items():
+        for h in hs:
+            key = f"{c}:{h.chunk.repo if h.chunk is not None else ''}"
+            groups.setdefault(key, []).append(h)
+            coll_of[key] = c
+    w = {g: (weights or {}).get(c, 1.0) for g, c in coll_of.items()}
+    limits = {g: per_doc[c] for g, c in coll_of.items() if c in per_doc} if per_doc else None
+    chosen, got = select(cast(Any, groups), k, floor, cast(Any, w), cast(Any, limits), span)
+    slots: dict[Collection, int] = {}
+    for g, n in got.items():
+        slots[coll_of[str(g)]] = slots.get(coll_of[str(g)], 0) + n
+    return chosen, slots
 
 
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
