@@ -339,3 +339,51 @@ def test_eval_gold_may_name_the_repo() -> None:
     assert is_hit(src("", "README.md"), gold) and is_hit(src("", issue=12), gold)  # one repo
     with pytest.raises(ValueError, match="REPO#NUMBER"):
         Gold(issues=["client:12"])
+
+
+@pytest.mark.asyncio
+async def test_api_search_takes_repo(product: dict[str, Any]) -> None:
+    import httpx
+    from face_rig import ApiRig
+
+    app = product["app"]
+    await app.index("product")
+    api = await ApiRig(app).start()
+    try:
+        async with httpx.AsyncClient(timeout=60) as c:
+            body = {"instance": "product", "query": "how many times does a call retry"}
+            r = await c.post(api.url + "/v1/search", json={**body, "repo": "server"})
+            assert r.status_code == 200, r.text
+            assert {s["repo"] for s in r.json()["sources"]} == {"server"}
+            r = await c.post(api.url + "/v1/search", json={**body, "repo": "nope"})
+            assert r.status_code == 400 and "no such repository" in r.json()["error"]["message"]
+    finally:
+        await api.close()
+
+
+def test_slots_shared_by_repository_fit() -> None:
+    """A repository with nothing relevant gets no slot; two that fit share them."""
+    from core.models import Chunk
+    from core.retrieve.fusion import Candidate
+    from core.retrieve.search import select_by_repo
+
+    def cand(repo: str, row: int, score: float) -> Candidate:
+        ch = Chunk("docs", f"{repo}:f{row}.md", "t", "t", 1, path=f"f{row}.md", repo=repo)
+        return Candidate("docs", row, score, chunk=ch)
+
+    strong = [cand("a", i, 0.9 - i * 0.01) for i in range(6)]
+    weak = [cand("b", 10 + i, 0.2 - i * 0.01) for i in range(6)]
+    chosen, slots = select_by_repo({"docs": strong + weak}, 6, 0.5)
+    assert {h.chunk.repo for h in chosen if h.chunk} == {"a"} and slots == {"docs": 6}
+    even = [cand("b", 10 + i, 0.9 - i * 0.01 - 0.005) for i in range(6)]
+    chosen, _ = select_by_repo({"docs": strong + even}, 6, 0.5)
+    assert sorted(h.chunk.repo for h in chosen if h.chunk) == ["a", "a", "a", "b", "b", "b"]
+    # One that fits a little less still gets its share, where one ranked list gives it none.
+    from core.retrieve.fusion import select
+
+    close = [cand("b", 10, 0.849), *(cand("b", 11 + i, 0.5 - i * 0.01) for i in range(5))]
+    plain, _ = select({"docs": strong + close}, 6, 0.5)
+    assert {h.chunk.repo for h in plain if h.chunk} == {"a"}
+    chosen, _ = select_by_repo({"docs": strong + close}, 6, 0.5)
+    got = [h.chunk.repo for h in chosen if h.chunk]
+    assert got.count("b") >= 1 and got.count("a") > got.count("b")
