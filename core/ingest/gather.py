@@ -12,6 +12,11 @@ Failures are kept apart, as a sync needs them to be:
   brought up to date (``request.issues``, or issues a webhook named) — if GitHub's API is down or
   rate-limited, the issues mirrored so far are indexed, the error recorded, and for a rate limit
   the time to retry noted; the next sync resumes the mirror where this one stopped.
+
+An instance over several repositories (``repos:``) is gathered one repository at a time, each
+through its view of the instance (``config/repos.py``) with its own clone and its own mirror
+(:func:`repo_state`); one that cannot be had at all — a first clone that fails — is left out with
+its error (the build keeps what the live build had of it), and the others go on.
 """
 
 from __future__ import annotations
