@@ -44,7 +44,7 @@ def document(config: ServeConfig) -> dict[str, Any]:
         "properties": {
             "n": {"type": "integer", "description": "The number [n] cites it by"},
             "collection": {"enum": ["docs", "code", "issues"]},
-            "repo": {"type": ["string", "null"], "description": "Its repository (of several)"},
+            "repo": {"type": "string", "description": "Its repository (only of several)"},
             "path": {"type": ["string", "null"]},
             "start_line": {"type": ["integer", "null"]},
             "end_line": {"type": ["integer", "null"]},

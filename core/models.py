@@ -143,7 +143,8 @@ class Source:
         return {
             "n": self.n,
             "collection": self.collection,
-            "repo": self.repo or None,
+            # only in an instance over several repositories (one-repository output unchanged)
+            **({"repo": self.repo} if self.repo else {}),
             "path": self.path,
             "start_line": self.start_line,
             "end_line": self.end_line,
