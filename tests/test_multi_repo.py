@@ -387,3 +387,25 @@ def test_slots_shared_by_repository_fit() -> None:
     chosen, _ = select_by_repo({"docs": strong + close}, 6, 0.5)
     got = [h.chunk.repo for h in chosen if h.chunk]
     assert got.count("b") >= 1 and got.count("a") > got.count("b")
+
+
+@pytest.mark.asyncio
+async def test_pull_request_links_stay_in_their_repo(product: dict[str, Any]) -> None:
+    """Both repositories have a pull request #30 that fixes their own #12: "where was client#12
+    fixed?" follows the client's, to the client's file only."""
+    tmp = product["tmp"]
+    for name, path in (("server", "src/app.py"), ("client", "client/http.py")):
+        issues = [*ISSUES[name], {
+            "number": 30, "title": f"Fix {name} bug", "body": "Fixes #12", "state": "MERGED",
+            "labels": [], "comments": [], "files": [{"path": path}],
+            "url": f"https://github.com/acme/{name}/pull/30",
+            "createdAt": "2024-01-02T00:00:00Z", "closedAt": "2024-01-03T00:00:00Z"}]  # fmt: skip
+        (tmp / f"{name}-issues.json").write_text(json.dumps(issues))
+    app = product["app"]
+    await app.index("product")
+    found = await app.retrieve("product", "where was the bug of client#12 fixed?")
+    changed = [e for c in ("code", "docs") for e in found.route["exact"].get(c, [])
+               if e["why"] == "changed by #30"]  # fmt: skip
+    reader = await app.reader("product")
+    rows = await reader.chunks("code", [e["row"] for e in changed])
+    assert rows and {(c.repo, c.path) for c in rows.values()} == {("client", "client/http.py")}

@@ -361,7 +361,8 @@ async def test_repositories_kept_apart(make_store: Callable[[], IndexStore]) -> 
                   end_line=1, symbol="parse", repo=r) for r in ("a", "b")]  # fmt: skip
     issues = [chunk("issues", f"{r}:issue:12", f"#12 {r} bug", issue=12, repo=r) for r in "ab"]
     units = [Document(c.collection, c.doc_key, "", f"h-{c.doc_key}", path=c.path, issue=c.issue,
-                      repo=c.repo) for c in [*docs, *code, *issues]]  # fmt: skip
+                      repo=c.repo, files=(f"{c.repo}.py",) if c.issue else ())
+             for c in [*docs, *code, *issues]]  # fmt: skip
     syms = [Symbol("parse", "parse", "function", "src/p.py", 1, 1, (), r) for r in ("a", "b")]
     async with store.writer("multi") as w:
         await w.add_chunks("docs", docs, np.stack([unit(0), unit(1)]))
@@ -386,5 +387,8 @@ async def test_repositories_kept_apart(make_store: Callable[[], IndexStore]) -> 
         assert sorted((c.collection, c.repo, c.doc_key) for c, _ in kept) == [
             ("code", "b", "b:src/p.py"), ("issues", "b", "b:issue:12")]  # fmt: skip
         assert [(s.repo, s.path) for s in kept_syms] == [("b", "src/p.py")]
+        assert (await r.links([12], "a"))[12].files == ("a.py",)  # each repository's #12
+        assert (await r.links([12], "b"))[12].files == ("b.py",)
+        assert sorted((await r.links([12]))[12].files) == ["a.py", "b.py"]  # any repository
     finally:
         await r.close()

@@ -219,16 +219,18 @@ class LocalReader:
         async with self.db.execute(sql, (norm_name(name.rsplit(".", 1)[-1]),)) as cur:
             return [row_to_symbol(r) async for r in cur]
 
-    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+    async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
         if not numbers:
             return {}
         nums = sorted(set(numbers))
         q = ",".join("?" * len(nums))
-        sql = f"SELECT issue, rel, target FROM links WHERE issue IN ({q}) ORDER BY rowid"
-        async with self.db.execute(sql, nums) as cur:
+        only = "" if repo is None else " AND repo = ?"
+        tail = [] if repo is None else [repo]
+        sql = f"SELECT issue, rel, target FROM links WHERE issue IN ({q}){only} ORDER BY rowid"
+        async with self.db.execute(sql, [*nums, *tail]) as cur:
             forward = list(await cur.fetchall())
-        sql = f"SELECT target, issue FROM links WHERE rel = 'fixes' AND target IN ({q})"
-        async with self.db.execute(sql, [str(n) for n in nums]) as cur:
+        sql = f"SELECT target, issue FROM links WHERE rel = 'fixes' AND target IN ({q}){only}"
+        async with self.db.execute(sql, [*(str(n) for n in nums), *tail]) as cur:
             backward = list(await cur.fetchall())
         return group_links(nums, forward, backward)
 

@@ -37,7 +37,9 @@ CREATE TABLE symbols (
 );
 CREATE TABLE calls (norm TEXT NOT NULL, sym INTEGER NOT NULL);  -- callee's norm → symbols.rowid
 CREATE INDEX calls_norm ON calls(norm);
-CREATE TABLE links (issue INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL);
+CREATE TABLE links (
+    issue INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL, repo TEXT NOT NULL DEFAULT ''
+);
 CREATE INDEX links_issue ON links(issue);
 CREATE INDEX links_target ON links(rel, target);
 CREATE INDEX symbols_name ON symbols(name);

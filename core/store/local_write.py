@@ -93,10 +93,10 @@ class LocalWriter:
             row
             for d in docs
             if d.issue is not None
-            for row in [*((d.issue, "file", f) for f in d.files),
-                        *((d.issue, "fixes", str(n)) for n in d.fixes)]
+            for row in [*((d.issue, "file", f, d.repo) for f in d.files),
+                        *((d.issue, "fixes", str(n), d.repo) for n in d.fixes)]
         ]  # fmt: skip
-        await self.db.executemany("INSERT INTO links VALUES (?, ?, ?)", links)
+        await self.db.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", links)
 
     @_writes
     async def add_chunks(

@@ -102,7 +102,7 @@ class PgWriter:
                 f"CREATE TABLE {t('lengths')} (collection TEXT PRIMARY KEY, "
                 "lengths BYTEA NOT NULL);"
                 f"CREATE TABLE {t('links')} (ord INTEGER NOT NULL, issue INTEGER NOT NULL, "
-                "rel TEXT NOT NULL, target TEXT NOT NULL);"
+                "rel TEXT NOT NULL, target TEXT NOT NULL, repo TEXT NOT NULL DEFAULT '');"
             )
         except BaseException:
             await self.__aexit__()
@@ -132,7 +132,7 @@ class PgWriter:
                       d.repo) for d in docs],
         )  # fmt: skip
         links = [
-            (d.issue, rel, target)
+            (d.issue, rel, target, d.repo)
             for d in docs
             if d.issue is not None
             for rel, target in [*(("file", f) for f in d.files),

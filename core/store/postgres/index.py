@@ -207,18 +207,22 @@ class PgReader:
         )
         return [_symbol(r) for r in await self._fetch(sql, norm(name.rsplit(".", 1)[-1]))]
 
-    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+    async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
         nums = sorted(set(numbers))
         if not nums:
             return {}
         t = self._t("links")
+        only = "" if repo is None else " AND repo = $2"
+        tail = [] if repo is None else [repo]
         forward = await self._fetch(
-            f"SELECT issue, rel, target FROM {t} WHERE issue = ANY($1::int[]) ORDER BY ord", nums
-        )
+            f"SELECT issue, rel, target FROM {t} WHERE issue = ANY($1::int[]){only} ORDER BY ord",
+            nums, *tail,
+        )  # fmt: skip
         backward = await self._fetch(
-            f"SELECT target, issue FROM {t} WHERE rel = 'fixes' AND target = ANY($1::text[])",
-            [str(n) for n in nums],
-        )
+            f"SELECT target, issue FROM {t} WHERE rel = 'fixes' AND target = ANY($1::text[])"
+            + only,
+            [str(n) for n in nums], *tail,
+        )  # fmt: skip
         return group_links(nums, forward, backward)
 
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
