@@ -409,3 +409,32 @@ async def test_pull_request_links_stay_in_their_repo(product: dict[str, Any]) ->
     reader = await app.reader("product")
     rows = await reader.chunks("code", [e["row"] for e in changed])
     assert rows and {(c.repo, c.path) for c in rows.values()} == {("client", "client/http.py")}
+
+
+def test_webhooks_sync_an_instance_for_any_of_its_repos(tmp_path: Path) -> None:
+    from bot.webhooks import repo_names, request_for
+
+    (tmp_path / "server").mkdir()
+    f = tmp_path / "product.yaml"
+    f.write_text(
+        "repos:\n"
+        "  - {name: server, path: server, web_url: 'https://github.com/acme/server', "
+        "issues: {github: acme/server}}\n"
+        "  - {name: client, url: 'https://github.com/acme/client.git', ref: main}\n"
+    )
+    inst = load_instance(f)
+    assert repo_names(inst) == {"acme/server", "acme/client"}
+
+    def push(repo: str, ref: str) -> dict[str, Any]:
+        return {"ref": ref, "repository": {"full_name": repo, "default_branch": "trunk"}}
+
+    got = request_for(inst, "push", push("acme/client", "refs/heads/main"))
+    assert got is not None and got.repo and not got.issues
+    assert request_for(inst, "push", push("acme/client", "refs/heads/dev")) is None
+    assert request_for(inst, "push", push("acme/server", "refs/heads/trunk")) is not None
+    issue = {"action": "edited", "issue": {"number": 5}}
+    got = request_for(inst, "issues", {**issue, "repository": {"full_name": "acme/server"}})
+    assert got is not None and got.numbers == {5}
+    assert (
+        request_for(inst, "issues", {**issue, "repository": {"full_name": "acme/client"}}) is None
+    )
