@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from helpers import FakeApp, FakeEmbedder, commit_all, git, make_repo, open_live, write_files
 
-from core.cli.render import render_sources
+from core.cli.render import format_status, format_summary, render_sources
 from core.config import load_instance
 from core.errors import ConfigError
 
@@ -239,6 +239,10 @@ async def test_one_repo_failing_to_fetch_leaves_the_others_served(
         by = {r["name"]: r for r in st["repos"]}
         assert "cannot fetch" in by["client"]["last_error"] and by["server"]["last_error"] is None
         assert "cannot fetch" in st["last_error"]
+        text = format_status(st)
+        assert "repo server: " in text and "repo client: file://" in text
+        assert "error: repository: cannot fetch" in text
+        assert "\n  server: at " in format_summary(report.summary)
         # A repository that was never had at all (a first clone that fails) is left out.
         shutil.rmtree(tmp_path / "data" / "product" / "repos" / "client")
         report = await app.sync("product")
