@@ -184,12 +184,20 @@ class RepoExpert:
         inst = self.instance(name)
         meta = await self.store.live_meta(name)
         address = await asyncio.to_thread(public_address, inst)  # may ask git for the remote
-        return {
+        out = {
             "name": inst.name, "description": inst.description,
             "repository": address,
             "indexed": meta is not None, "commit": (meta or {}).get("commit"),
             "built_at": (meta or {}).get("built_at"),
         }  # fmt: skip
+        if is_multi(inst):  # each repository: its name, public address and indexed commit
+            built = (meta or {}).get("repos") or {}
+            out["repos"] = [
+                {"name": v.repo_name, "repository": await asyncio.to_thread(public_address, v),
+                 "commit": (built.get(v.repo_name) or {}).get("commit")}
+                for v in repo_views(inst)
+            ]  # fmt: skip
+        return out
 
     async def has_index(self, name: str) -> bool:
         self.instance(name)  # an unknown or unloadable instance fails here, with its file

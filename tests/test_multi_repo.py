@@ -442,3 +442,23 @@ def test_webhooks_sync_an_instance_for_any_of_its_repos(tmp_path: Path) -> None:
     assert (
         request_for(inst, "issues", {**issue, "repository": {"full_name": "acme/client"}}) is None
     )
+
+
+@pytest.mark.asyncio
+async def test_describe_lists_each_repo(product: dict[str, Any]) -> None:
+    app = product["app"]
+    await app.index("product")
+    d = await app.describe("product")
+    shas = {n: git(p, "rev-parse", "HEAD").strip() for n, p in product["repos"].items()}
+    assert d["repos"] == [
+        {
+            "name": "server",
+            "repository": "https://github.com/acme/server",
+            "commit": shas["server"],
+        },
+        {
+            "name": "client",
+            "repository": "https://github.com/acme/client",
+            "commit": shas["client"],
+        },
+    ]
