@@ -462,3 +462,13 @@ async def test_describe_lists_each_repo(product: dict[str, Any]) -> None:
             "commit": shas["client"],
         },
     ]
+
+
+@pytest.mark.asyncio
+async def test_the_filter_holds_through_the_issue_to_code_hop(product: dict[str, Any]) -> None:
+    app = product["app"]
+    await app.index("product")
+    found = await app.search("product", "repo:client where is the bug from #12?")
+    assert found.route["signals"]["issue_to_code"]
+    assert found.sources and {s.repo for s in found.sources} == {"client"}
+    assert [s.issue for s in found.sources if s.issue is not None] == [12]

@@ -43,7 +43,7 @@ def check_repo(name: str, aliases: Mapping[str, str]) -> str:
     """The repository ``name`` (or an alias) stands for, else :class:`BadQuestion`."""
     got = aliases.get(name.lower())
     if got is None:
-        known = ", ".join(sorted(set(aliases.values()))) or "none: it has one repository"
+        known = ", ".join(sorted(set(aliases.values())))
         raise BadQuestion(f"repo {name!r}: no such repository in this instance (known: {known})")
     return got
 

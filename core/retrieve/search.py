@@ -157,7 +157,9 @@ def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
     hits = pool.found.hits
     if opt.repo is not None:
         for c, hs in hits.items():
-            hits[c] = [h for h in hs if h.chunk is not None and h.chunk.repo == opt.repo]
+            hits[c] = only_repo(hs, opt.repo)
+        for n in pool.route.issues:  # the issue → code hop reads the kept repository's issue
+            pool.route.repo_issues.setdefault(n, opt.repo)
         return
     if not pool.route.repos:
         return
@@ -197,6 +199,10 @@ def select_by_repo(
     for g, n in got.items():
         slots[coll_of[str(g)]] = slots.get(coll_of[str(g)], 0) + n
     return chosen, slots
+
+
+def only_repo(hits: list[Candidate], repo: str) -> list[Candidate]:
+    return [h for h in hits if h.chunk is not None and h.chunk.repo == repo]
 
 
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
@@ -245,6 +251,8 @@ async def _issue_hop(
     timings["embed_hop_query"] = (time.perf_counter() - t) * 1000
     extra = english_terms(head) if opt.glossary else []
     code = await find(reader, q2, head, sub, opt, extra, ("code",))
+    if opt.repo is not None and opt.mode == "full":
+        code.hits = {c: only_repo(hs, opt.repo) for c, hs in code.hits.items()}
     # The question asks for code: the rest of the slots go to the code the issue points at
     # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
