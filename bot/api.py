@@ -6,7 +6,7 @@ receiver and Slack's HTTP mode: one server stack).
     GET  /openapi.json      the OpenAPI document of all of this — no key needed
     GET  /metrics           Prometheus text: requests by route and status, latencies, answers
     GET  /v1/instances      the instances this caller may use, with their indexed commit
-    POST /v1/search         {"instance", "query", "k"?, "collection"?} → numbered sources
+    POST /v1/search         {"instance", "query", "k"?, "collection"?, "repo"?} → numbered sources
     POST /v1/ask            {"instance", "question", "conversation"?, "stream"?} → the answer as
                             ``ask --json`` prints it, plus conversation and turn; "stream": true
                             → server-sent events: ``text`` (the reply so far, while a model
@@ -53,7 +53,7 @@ PAGE_CSP = (
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 FIELDS = {
-    "search": {"instance", "query", "k", "collection"},
+    "search": {"instance", "query", "k", "collection", "repo"},
     "ask": {"instance", "question", "conversation", "stream"},
     "feedback": {"turn", "verdict"},
 }
@@ -178,7 +178,7 @@ class ApiServer:
         caller = self.caller(request)
         b = await self.body(request, "search")
         out = await self.gw.search(caller, b.get("instance"), b.get("query"), b.get("k"),
-                                   b.get("collection"))  # fmt: skip
+                                   b.get("collection"), b.get("repo"))  # fmt: skip
         return web.json_response(out)
 
     async def feedback(self, request: web.Request) -> web.Response:

@@ -207,15 +207,18 @@ class Gateway:
 
     # -- the calls ---------------------------------------------------------------------------
     async def search(
-        self, caller: Caller, name: Any, query: Any, k: Any = None, collection: Any = None
-    ) -> dict[str, Any]:
+        self, caller: Caller, name: Any, query: Any, k: Any = None, collection: Any = None,
+        repo: Any = None,
+    ) -> dict[str, Any]:  # fmt: skip
         inst = self.instance(caller, name)
         q, n = self.text(query, "query"), self.k(k)
         if collection is not None and collection not in COLLECTIONS:
             one_of = ", ".join(COLLECTIONS)
             raise Rejected("bad_request", 400, f"collection must be one of {one_of}")
         coll: Collection | None = collection
-        found = await self.app.search(inst, q, k=n, collection=coll)  # cheap: not rate-limited
+        if repo is not None and not isinstance(repo, str):
+            raise Rejected("bad_request", 400, "repo must be a repository name")
+        found = await self.app.search(inst, q, k=n, collection=coll, repo=repo)  # not rate-limited
         return {"instance": inst, "query": q, "commit": found.commit,
                 "sources": [s.to_json() for s in found.sources]}  # fmt: skip
 

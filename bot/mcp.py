@@ -10,7 +10,7 @@ sees the instances of its key.
 Tools — every result names the commit it was read at, so an agent can pin what it cites:
 
     list_instances()                                 names, descriptions, repositories, commits
-    search(instance, query, collection?, k?)         numbered sources with permalinks and text
+    search(instance, query, collection?, k?, repo?)  numbered sources with permalinks and text
     ask(instance, question, conversation?)           the checked answer, as ``ask --json``
     read_source(instance, path, start_line?, end_line?)   an indexed file's lines at the commit
     feedback(turn, verdict)                          👍/👎 on an answer (``repo-expert feedback``)
@@ -87,9 +87,12 @@ def build_server(gw: Gateway, http: bool = False) -> MCPServer[Any]:
             Field(description="Only this collection (default: all three)"),
         ] = None,
         k: Annotated[int | None, Field(ge=1, le=50, description="How many sources")] = None,
+        repo: Annotated[
+            str | None, Field(description="Only this repository (an instance over several)")
+        ] = None,
     ) -> dict[str, Any]:
         caller = _principal(gw, ctx, http)
-        return await _call(lambda: gw.search(caller, instance, query, k, collection))
+        return await _call(lambda: gw.search(caller, instance, query, k, collection, repo))
 
     @server.tool(description="Ask a question about a repository: a written answer whose [n] "
                  "markers cite the numbered sources (permalinks at the indexed commit), as "

@@ -44,6 +44,7 @@ def document(config: ServeConfig) -> dict[str, Any]:
         "properties": {
             "n": {"type": "integer", "description": "The number [n] cites it by"},
             "collection": {"enum": ["docs", "code", "issues"]},
+            "repo": {"type": "string", "description": "Its repository (only of several)"},
             "path": {"type": ["string", "null"]},
             "start_line": {"type": ["integer", "null"]},
             "end_line": {"type": ["integer", "null"]},
@@ -103,6 +104,7 @@ def document(config: ServeConfig) -> dict[str, Any]:
                 "query": question,
                 "k": {"type": "integer", "minimum": 1, "maximum": api.max_k},
                 "collection": {"enum": ["docs", "code", "issues"]},
+                "repo": {"type": "string", "description": "Only this repository (of several)"},
             },
         },
         "AskRequest": {

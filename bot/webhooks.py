@@ -45,7 +45,7 @@ from urllib.parse import parse_qs
 
 from aiohttp import web
 
-from core.config import Instance
+from core.config import Instance, repo_views
 from core.errors import ConfigError
 from core.service import RepoExpert, SyncRequest
 
@@ -122,7 +122,11 @@ class SyncScheduler:
 
 
 def repo_names(inst: Instance) -> set[str]:
-    """``owner/repo`` names an instance answers for (lower case)."""
+    """``owner/repo`` names an instance answers for (lower case): of each of its repositories."""
+    return {n for view in repo_views(inst) for n in _names(view)}
+
+
+def _names(inst: Instance) -> set[str]:
     names = set()
     if inst.issues.github:
         names.add(inst.issues.github.lower())
@@ -134,7 +138,21 @@ def repo_names(inst: Instance) -> set[str]:
 
 
 def request_for(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequest | None:
-    """What a verified delivery asks of this instance; None: nothing to do."""
+    """What a verified delivery asks of this instance; None: nothing to do. An instance over
+    several repositories asks it of the repository the delivery is about."""
+    views = repo_views(inst)
+    if len(views) > 1:
+        full_name = str(_object(payload, "repository").get("full_name") or "").lower()
+        out: SyncRequest | None = None
+        for v in views:
+            got = _request(v, event, payload) if full_name in _names(v) else None
+            if got is not None:
+                out = got if out is None else out.merge(got)
+        return out
+    return _request(inst, event, payload)
+
+
+def _request(inst: Instance, event: str, payload: dict[str, Any]) -> SyncRequest | None:
     if event == "push":
         ref = str(payload.get("ref") or "")
         want = inst.repo.ref

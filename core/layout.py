@@ -5,6 +5,8 @@
     {data}/{instance}/.lock                         one build or sync of the instance at a time
     {data}/{instance}/state.sqlite                  issues mirror, sync marks, last sync and error
     {data}/{instance}/checkout/                     the clone of a ``repo.url`` instance
+    {data}/{instance}/repos/{repo}/checkout/        … of one of several repositories (``repos:``)
+    {data}/{instance}/repos/{repo}/state.sqlite     … and its issues mirror
     {data}/{instance}/eval/                         ``eval --compare`` reports (default folder)
     {data}/cache/embeddings.sqlite                  passage vectors by (model, text hash)
     {data}/conversations.sqlite                     the bots' threads and feedback
@@ -56,6 +58,12 @@ class Layout:
 
     def checkout(self, name: str) -> Path:
         return self.instance(name) / "checkout"
+
+    def repo(self, name: str, repo: str) -> Path:
+        """``{data}/{name}/repos/{repo}``: one repository of an instance over several."""
+        if not _NAME.fullmatch(repo):
+            raise ConfigError(f"repository name {repo!r}: use letters, digits, '.', '_' and '-'")
+        return self.instance(name) / "repos" / repo
 
     def eval_reports(self, name: str) -> Path:
         return self.instance(name) / "eval"

@@ -50,6 +50,15 @@ class Document:
     # A pull request's changed files and the issues it closes (issues collection only).
     files: tuple[str, ...] = ()
     fixes: tuple[int, ...] = ()
+    # The repository it comes from in an instance over several ("" for a one-repository
+    # instance); ``key`` then starts with ``{repo}:`` so two READMEs or two #12s never collide.
+    repo: str = ""
+
+
+def unit_key(repo: str, key: str) -> str:
+    """The key of a unit within its instance: ``key`` itself in a one-repository instance,
+    ``{repo}:{key}`` in one over several (a repository name never holds ``:``)."""
+    return f"{repo}:{key}" if repo else key
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,7 @@ class Symbol:
     start_line: int
     end_line: int
     calls: tuple[str, ...] = ()
+    repo: str = ""  # its repository in an instance over several
 
 
 @dataclass
@@ -85,6 +95,7 @@ class Chunk:
     commit: str | None = None
     text_hash: str = ""
     id: int | None = None  # row id in the store (also the vector key)
+    repo: str = ""  # its repository in an instance over several ("" for one)
 
 
 @dataclass
@@ -103,6 +114,7 @@ class Source:
     symbol: str | None = None
     chunk_id: int | None = None
     n: int = 0  # citation number, set by the answerer
+    repo: str = ""  # its repository in an instance over several ("" for one: never shown)
 
     def is_link(self) -> bool:
         """Whether ``url`` is a web link (else it is ``path:lines @ <short sha>``)."""
@@ -110,9 +122,15 @@ class Source:
 
     def location(self) -> str:
         """A short human label: ``path:10-20``, ``#42`` — or, when the repository has no web
-        URL, the pinned place that stands in for a link: ``path:10-20 @ 1a2b3c4``."""
+        URL, the pinned place that stands in for a link: ``path:10-20 @ 1a2b3c4``. In an
+        instance over several repositories the repository comes first: ``server: path:10-20``,
+        ``client#42``."""
         if self.issue is not None:
-            return f"#{self.issue}"
+            return f"{self.repo}#{self.issue}"
+        where = self._place()
+        return f"{self.repo}: {where}" if self.repo else where
+
+    def _place(self) -> str:
         if self.url and not self.is_link() and self.path and self.url.startswith(self.path):
             return self.url
         if self.path and self.start_line is not None:
@@ -125,6 +143,8 @@ class Source:
         return {
             "n": self.n,
             "collection": self.collection,
+            # only in an instance over several repositories (one-repository output unchanged)
+            **({"repo": self.repo} if self.repo else {}),
             "path": self.path,
             "start_line": self.start_line,
             "end_line": self.end_line,

@@ -26,7 +26,7 @@ from typing import Any
 
 from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
-from core.config import Instance, Settings, find_instance, load_all
+from core.config import Instance, Settings, find_instance, is_multi, load_all, repo_views
 from core.embed import EmbedService, embed_service
 from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
@@ -41,10 +41,11 @@ from core.ingest.files import (
 from core.ingest.gather import SyncRequest
 from core.ingest.github import ClientOptions
 from core.layout import Layout
-from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn
+from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn, unit_key
 from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.options import Mode, Options
+from core.retrieve.repos import repo_options, split_repo, strip_repo
 from core.retrieve.search import retrieve
 from core.store.base import BuildReader, IndexStore
 from core.store.open import open_backend
@@ -183,12 +184,20 @@ class RepoExpert:
         inst = self.instance(name)
         meta = await self.store.live_meta(name)
         address = await asyncio.to_thread(public_address, inst)  # may ask git for the remote
-        return {
+        out = {
             "name": inst.name, "description": inst.description,
             "repository": address,
             "indexed": meta is not None, "commit": (meta or {}).get("commit"),
             "built_at": (meta or {}).get("built_at"),
         }  # fmt: skip
+        if is_multi(inst):  # each repository: its name, public address and indexed commit
+            built = (meta or {}).get("repos") or {}
+            out["repos"] = [
+                {"name": v.repo_name, "repository": await asyncio.to_thread(public_address, v),
+                 "commit": (built.get(v.repo_name) or {}).get("commit")}
+                for v in repo_views(inst)
+            ]  # fmt: skip
+        return out
 
     async def has_index(self, name: str) -> bool:
         self.instance(name)  # an unknown or unloadable instance fails here, with its file
@@ -236,9 +245,15 @@ class RepoExpert:
         k: int | None = None,
         weights: dict[Collection, float] | None = None,
         mode: Mode = "full",
+        repo: str | None = None,
     ) -> Retrieval:
+        """``repo``: keep only this repository's sources (an instance over several); a
+        ``repo:NAME`` in the question does the same."""
         question = checked_question(question)
-        opt = Options.of(self.instance(name).retrieval, k=k, weights=weights, mode=mode)
+        inst = self.instance(name)
+        opt = repo_options(inst, Options.of(inst.retrieval, k=k, weights=weights, mode=mode),
+                           repo)  # fmt: skip
+        question, opt = split_repo(question, opt)
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
@@ -261,12 +276,15 @@ class RepoExpert:
         return model
 
     async def search(
-        self, name: str, query: str, k: int | None = None, collection: Collection | None = None
-    ) -> Retrieval:
+        self, name: str, query: str, k: int | None = None, collection: Collection | None = None,
+        repo: str | None = None,
+    ) -> Retrieval:  # fmt: skip
         """The sources retrieval finds for ``query``, numbered 1..n in rank order (no answer):
-        of one collection when ``collection`` is given."""
+        of one collection when ``collection`` is given, of one repository when ``repo`` is."""
         query = checked_question(query)
-        opt = Options.of(self.instance(name).retrieval, k=k)
+        inst = self.instance(name)
+        opt = repo_options(inst, Options.of(inst.retrieval, k=k), repo)
+        query, opt = split_repo(query, opt)
         if collection is not None:
             opt = dataclasses.replace(opt, collections=(collection,))
         reader = await self.reader(name)
@@ -287,19 +305,29 @@ class RepoExpert:
         permalink at its commit. Anything else — a path outside the repository, an excluded,
         ignored or absent file, a symbolic link — is :class:`PathNotAllowed` (see
         ``core/ingest/files.py``)."""
-        rel = safe_path(path)
         inst = self.instance(name)
+        view, repo = inst, ""
+        if is_multi(inst):  # "server:src/app.py": the repository first
+            views = {v.repo_name: v for v in repo_views(inst)}
+            repo, sep, path = path.partition(":")
+            if not sep or repo not in views:
+                raise PathNotAllowed(f"instance '{name}' has several repositories: give the path "
+                                     f"as REPO:PATH, REPO one of {', '.join(views)}")  # fmt: skip
+            view = views[repo]
+        rel = safe_path(path)
         reader = await self.reader(name)
-        unit = (await reader.units()).get(rel)
+        unit = (await reader.units()).get(unit_key(repo, rel))
         if unit is None or unit.collection == "issues":
             raise PathNotAllowed(
                 f"{rel} is not an indexed file of '{name}' (absent, excluded, ignored, binary "
                 "or a symbolic link)"
             )
-        root = checkout_root(inst, self.layout)
+        root = checkout_root(view, self.layout)
         commit = reader.meta.get("commit")
+        if repo:
+            commit = ((reader.meta.get("repos") or {}).get(repo) or {}).get("commit")
         return await asyncio.to_thread(
-            read_indexed, inst, root, rel, unit.content_hash, commit, unit.collection,
+            read_indexed, view, root, rel, unit.content_hash, commit, unit.collection,
             start_line, end_line,
         )  # fmt: skip
 
@@ -309,24 +337,32 @@ class RepoExpert:
         question: str,
         conversation: list[Turn] | None = None,
         on_text: OnText | None = None,
+        repo: str | None = None,
     ) -> Answer:
         """Answer a question about one instance, with numbered, permalinked sources.
 
         ``on_text``: where the answerer streams (a language model), awaited with the reply so far
         as it arrives. That is a preview — raw citation markers, nothing checked yet; the answer
         returned is the same as without ``on_text`` and replaces it. Extractive answers don't
-        stream: ``on_text`` is never called."""
+        stream: ``on_text`` is never called. ``repo``: only that repository's sources (an
+        instance over several; ``repo:NAME`` in the question says the same)."""
         t = time.perf_counter()
         question = checked_question(question)
         # A follow-up ("and its default?") is searched together with the turn it follows —
         # resolved once, here; the answerer gets the question as asked, the conversation, and
         # (in the retrieval) what was searched.
         query = resolve_followup(question, conversation)
-        retrieval = await self.retrieve(name, query)
+        retrieval = await self.retrieve(name, query, repo=repo)
         if query != question:
             retrieval.route["query"] = query
+        if retrieval.query != query:  # ``repo:NAME`` taken out
+            question = strip_repo(question)
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
+        several = retrieval.route.get("signals", {}).get("issues_in_several") or {}
+        if several and not answer.note:
+            answer.note = "; ".join(f"#{n} is in {' and '.join(r)}: both are shown"
+                                    for n, r in several.items())  # fmt: skip
         answer.commit = retrieval.commit
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000

@@ -347,3 +347,48 @@ async def test_test_code_rows_by_path(built: tuple[IndexStore, Any]) -> None:
     assert r.tests("code", [0, 1, 2]) == {2}  # tests/test_config.py
     assert r.tests("code", [0, 1]) == set()
     assert r.tests("docs", [0, 1]) == set()  # docs about testing are docs
+
+
+# -- an instance over several repositories -----------------------------------------------------
+@pytest.mark.asyncio
+async def test_repositories_kept_apart(make_store: Callable[[], IndexStore]) -> None:
+    """Two READMEs, two #12s and two ``parse`` definitions of two repositories: each records its
+    repository, keys never collide, and what a build carries over stays with its repository."""
+    store = make_store()
+    docs = [chunk("docs", f"{r}:README.md", f"{r} readme", path="README.md", start_line=1,
+                  end_line=2, repo=r) for r in ("a", "b")]  # fmt: skip
+    code = [chunk("code", f"{r}:src/p.py", "def parse(): pass", path="src/p.py", start_line=1,
+                  end_line=1, symbol="parse", repo=r) for r in ("a", "b")]  # fmt: skip
+    issues = [chunk("issues", f"{r}:issue:12", f"#12 {r} bug", issue=12, repo=r) for r in "ab"]
+    units = [Document(c.collection, c.doc_key, "", f"h-{c.doc_key}", path=c.path, issue=c.issue,
+                      repo=c.repo, files=(f"{c.repo}.py",) if c.issue else ())
+             for c in [*docs, *code, *issues]]  # fmt: skip
+    syms = [Symbol("parse", "parse", "function", "src/p.py", 1, 1, (), r) for r in ("a", "b")]
+    async with store.writer("multi") as w:
+        await w.add_chunks("docs", docs, np.stack([unit(0), unit(1)]))
+        await w.add_chunks("code", code, np.stack([unit(2), unit(3)]))
+        await w.add_chunks("issues", issues, np.stack([unit(4), unit(5)]))
+        await w.add_units(units)
+        await w.add_symbols(syms)
+        await w.set_meta("stamp", {"schema": store.schema})
+        await w.commit()
+    r = await store.open_live("multi")
+    assert r is not None
+    try:
+        assert set(await r.units()) == {u.key for u in units} and len(units) == 6
+        got = await r.chunks("issues", await r.issue_rows(12))
+        assert sorted(c.repo for c in got.values()) == ["a", "b"]
+        assert sorted(c.repo for c in await r.all_chunks("docs")) == ["a", "b"]
+        assert sorted(s.repo for s in await r.symbols("parse")) == ["a", "b"]
+        defs = await r.definition_rows("parse")  # each definition in its own repository's row
+        rows = await r.chunks("code", [row for row, _ in defs])
+        assert sorted((s.repo, rows[row].repo) for row, s in defs) == [("a", "a"), ("b", "b")]
+        kept, kept_syms = await r.carried({"b:src/p.py", "b:issue:12"})
+        assert sorted((c.collection, c.repo, c.doc_key) for c, _ in kept) == [
+            ("code", "b", "b:src/p.py"), ("issues", "b", "b:issue:12")]  # fmt: skip
+        assert [(s.repo, s.path) for s in kept_syms] == [("b", "src/p.py")]
+        assert (await r.links([12], "a"))[12].files == ("a.py",)  # each repository's #12
+        assert (await r.links([12], "b"))[12].files == ("b.py",)
+        assert sorted((await r.links([12]))[12].files) == ["a.py", "b.py"]  # any repository
+    finally:
+        await r.close()

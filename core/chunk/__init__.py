@@ -9,6 +9,7 @@ chunker module (imported on first use: tree-sitter loads only where code is chun
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 
@@ -33,5 +34,11 @@ def chunker(collection: Collection) -> Chunker:
 def chunk(
     document: Document, count_tokens: TokenCounter, window: int
 ) -> tuple[list[Chunk], list[Symbol]]:
-    """The chunks (and, for code, the symbols) of one document."""
-    return chunker(document.collection)(document, count_tokens, window)
+    """The chunks (and, for code, the symbols) of one document, each recording the document's
+    repository."""
+    chunks, symbols = chunker(document.collection)(document, count_tokens, window)
+    if document.repo:
+        for c in chunks:
+            c.repo = document.repo
+        symbols = [dataclasses.replace(s, repo=document.repo) for s in symbols]
+    return chunks, symbols

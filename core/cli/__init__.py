@@ -178,6 +178,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("name", help=name_help)
     s.add_argument("question", help="the question, in any language (quote it)")
     s.add_argument("--json", action="store_true", help="print the answer object (README)")
+    s.add_argument(
+        "--repo",
+        metavar="NAME",
+        help="an instance over several repositories: "
+        "sources from this one only (a question naming one only leans toward it)",
+    )
     s.set_defaults(fn=c.cmd_ask)
 
     s = command(

@@ -90,7 +90,18 @@ def format_summary(s: Summary) -> str:
     ]
     if s.rebuilt_reason:
         lines.append(f"  rebuilt:    {s.rebuilt_reason}")
+    for name, r in s.repos.items():
+        lines.append(f"  {name}: {_repo_line(r)}")
     return "\n".join(lines)
+
+
+def _repo_line(r: dict[str, Any]) -> str:
+    """One repository of several: commit, files, chunks, its error."""
+    at = str(r.get("commit") or "")[:12] or "(no commit)"
+    files = sum((r.get("files") or {}).values())
+    chunks = ", ".join(f"{c} {n}" for c, n in (r.get("chunks") or {}).items()) or "none"
+    err = f"; error: {r['error']}" if r.get("error") else ""
+    return f"at {at}, {files} files, chunks {chunks}{err}"
 
 
 def format_status(st: dict[str, Any]) -> str:
@@ -107,6 +118,9 @@ def format_status(st: dict[str, Any]) -> str:
         f"  last sync:     {when(st['last_sync_at'])} {ok}".rstrip(),
         f"  issues:        {st['issues_source'] or 'none'}",
     ]
+    for r in st.get("repos") or []:
+        lines.append(f"  repo {r['name']}: {r['source']}" + (f" @ {r['ref']}" if r["ref"] else "")
+                     + f"\n    {_repo_line({**r, 'error': r.get('last_error')})}")  # fmt: skip
     if st.get("issues_mirror"):
         m = st["issues_mirror"]
         lines.append(
@@ -126,7 +140,7 @@ def render_sources(sources: list[Source]) -> str:
         where = s.location()
         title = "" if s.collection == "issues" else f" — {s.title}" if s.title != s.path else ""
         if s.collection == "issues":
-            where = s.title
+            where = f"{s.repo}{s.title}" if s.repo else s.title
         link = f"\n    {s.url}" if s.is_link() else ""  # else `where` is the pinned place
         out.append(f"[{s.n}] {where}{title}{link}")
     return "\n".join(out)

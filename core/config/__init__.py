@@ -20,6 +20,7 @@ from core.config.load import (
     load_settings_file,
 )
 from core.config.redact import RedactingFormatter, redact
+from core.config.repos import aliases, is_multi, repo_names, repo_views
 from core.config.schema import (
     BUILTIN_EXCLUDES,
     EmbeddingConfig,
@@ -28,6 +29,7 @@ from core.config.schema import (
     IssuesConfig,
     LLMConfig,
     RepoConfig,
+    RepoEntry,
     RetrievalConfig,
 )
 
@@ -43,16 +45,21 @@ __all__ = [
     "LLMConfig",
     "RedactingFormatter",
     "RepoConfig",
+    "RepoEntry",
     "RetrievalConfig",
     "Settings",
     "SlackAccess",
+    "aliases",
     "find_instance",
     "hash_key",
     "instance_files",
+    "is_multi",
     "load_all",
     "load_instance",
     "load_settings_file",
     "match_key",
     "names_allow",
     "redact",
+    "repo_names",
+    "repo_views",
 ]

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from core.config.redact import remember
+from core.config.repos import repo_problems
 from core.config.schema import NAME, NAME_RULE, Instance
 from core.errors import ConfigError, InstanceNotFound
 
@@ -188,6 +189,9 @@ def load_instance(file: Path) -> Instance:
     key and what was expected."""
     inst = _validate(file, _read_yaml(file, "instance"), Instance, "instance configuration")
     inst.source_file = file.resolve()
+    problems = repo_problems(inst)
+    if problems:
+        raise ConfigError(_report(file, "instance configuration", problems))
     if not inst.name:
         if not NAME.fullmatch(file.stem):  # the name becomes a folder under the data folder
             raise ConfigError(

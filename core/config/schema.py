@@ -365,12 +365,53 @@ class LLMConfig(_Model):
         return v
 
 
+class RepoEntry(RepoConfig):
+    """One repository of an instance over several (``repos:``). Its own ``docs``, ``code``,
+    ``exclude`` and ``issues`` replace the instance's (which are the defaults)."""
+
+    name: str = Field(description="Unique in the instance; shown in citations (server: a.py:3).")
+    web_url: str | None = Field(default=None, description="Web URL of this repository.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other names a question may use for this repository."
+    )
+    docs: IncludeConfig | None = None
+    code: IncludeConfig | None = None
+    exclude: list[Glob] | None = None
+    issues: IssuesConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not NAME.fullmatch(v):
+            raise ValueError(NAME_RULE)
+        return v
+
+    @field_validator("web_url")
+    @classmethod
+    def _url_ok(cls, v: str | None) -> str | None:
+        return _web_url(v)
+
+
+def _web_url(v: str | None) -> str | None:
+    if not v:  # "" from an unset ${VAR:-} means: no web URL
+        return None
+    if not re.match(r"https?://", v):
+        raise ValueError("expected an http(s) URL such as https://github.com/owner/repo")
+    return v.rstrip("/")
+
+
 class Instance(_Model):
-    """One configured repository: its sources, how it is indexed, how it answers."""
+    """One configured repository (``repo:``) or several (``repos:``): its sources, how it is
+    indexed, how it answers."""
 
     name: str = Field(default="", description="Instance name; defaults to the file name's stem.")
     description: str = Field(default="", description="One line shown in `instances`.")
-    repo: RepoConfig
+    # Required unless ``repos`` is given; with ``repos`` it is the first entry.
+    repo: RepoConfig = Field(description="The repository (the one-repository form).")
+    repos: list[RepoEntry] = Field(
+        default_factory=list,
+        description="Several repositories in one instance (instead of repo: and web_url:).",
+    )
     web_url: str | None = Field(
         default=None,
         description="Web URL of the repository for permalinks, e.g. https://github.com/o/r.",
@@ -408,6 +449,25 @@ class Instance(_Model):
 
     # Set by the loader, not by the YAML.
     source_file: Path | None = Field(default=None, exclude=True, description="(internal)")
+    # Set on the per-repository view of an instance over several (``repos.py``), not by the YAML.
+    repo_name: str = Field(default="", exclude=True, description="(internal)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _repo_or_repos(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("repos"):
+            if "repo" in data:
+                raise ValueError("give 'repo' (one repository) or 'repos' (several), not both")
+            if data.get("web_url"):
+                raise ValueError("with 'repos', give each entry its own web_url")
+            data = {**data, "repo": {"path": "."}}  # replaced by the first entry below
+        return data
+
+    @model_validator(mode="after")
+    def _first_repo(self) -> Instance:
+        if self.repos:
+            self.repo = self.repos[0]
+        return self
 
     @field_validator("webhook_secret", mode="before")
     @classmethod
@@ -424,11 +484,7 @@ class Instance(_Model):
     @field_validator("web_url")
     @classmethod
     def _url_ok(cls, v: str | None) -> str | None:
-        if not v:  # "" from an unset ${VAR:-} means: no web URL
-            return None
-        if v is not None and not re.match(r"https?://", v):
-            raise ValueError("expected an http(s) URL such as https://github.com/owner/repo")
-        return v.rstrip("/") if v else v
+        return _web_url(v)
 
     def resolve(self, rel: str) -> Path:
         """A path from the YAML, relative to the instance file's folder."""

@@ -12,6 +12,10 @@ File format (YAML list)::
       kind: bug                # optional: a group of its own (bug = localize a fix)
 
 A source is a hit when its path is in ``gold.paths`` or its issue number is in ``gold.issues``.
+For an instance over several repositories gold may name the repository: ``server:src/app.py``,
+``client#42`` (a bare path or number then matches it in any repository). A one-repository
+instance's sources name no repository: there the repository part of the gold is not compared, so
+one question file scores a multi-repository instance and each repository's own instance alike.
 
 Two levels are scored. *Retrieval* (:func:`run_eval`): the top k sources retrieval returns —
 hit@1, hit@k and MRR (reciprocal rank of the first hit within k). *Cited* (:func:`run_cited`):
@@ -27,6 +31,7 @@ answer judged for faithfulness and ``answer_facts`` coverage (``judge.py``).
 
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.errors import ConfigError
 from core.eval.judge import Judge, JudgedQuestion, JudgeReport
@@ -44,8 +49,16 @@ from core.models import Answer, Retrieval, Source
 
 class Gold(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    paths: list[str] = Field(default_factory=list)
-    issues: list[int] = Field(default_factory=list)
+    paths: list[str] = Field(default_factory=list)  # "path" or "repo:path"
+    issues: list[int | str] = Field(default_factory=list)  # 42 or "repo#42"
+
+    @field_validator("issues")
+    @classmethod
+    def _issue_ok(cls, v: list[int | str]) -> list[int | str]:
+        for g in v:
+            if isinstance(g, str) and not _REPO_ISSUE.fullmatch(g):
+                raise ValueError(f"{g!r}: expected an issue number or REPO#NUMBER")
+        return v
 
 
 class EvalQuestion(BaseModel):
@@ -78,10 +91,31 @@ def load_questions(path: Path) -> list[EvalQuestion]:
     return out
 
 
+_REPO_ISSUE = re.compile(r"[A-Za-z0-9][\w.-]*#\d+")
+_REPO_PATH = re.compile(r"([A-Za-z0-9][\w.-]*):(.+)")
+
+
+def _in_repo(src: Source, repo: str) -> bool:
+    return not src.repo or src.repo == repo  # a one-repository instance names none
+
+
 def is_hit(src: Source, gold: Gold) -> bool:
-    if src.issue is not None and src.issue in gold.issues:
-        return True
-    return src.path is not None and src.path in gold.paths
+    if src.issue is not None:
+        for g in gold.issues:
+            if isinstance(g, int):
+                if g == src.issue:
+                    return True
+                continue
+            repo, _, n = g.partition("#")
+            if int(n) == src.issue and _in_repo(src, repo):
+                return True
+    if src.path is None:
+        return False
+    for p in gold.paths:
+        m = _REPO_PATH.fullmatch(p)
+        if p == src.path or (m and m.group(2) == src.path and _in_repo(src, m.group(1))):
+            return True
+    return False
 
 
 @dataclass

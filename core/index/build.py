@@ -14,6 +14,7 @@ instead of mixing vectors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -30,8 +31,8 @@ from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
 from core.ingest.repo import permalink, web_url
-from core.models import COLLECTIONS, Chunk, Document, Symbol
-from core.store.base import BuildReader, IndexStore
+from core.models import COLLECTIONS, Chunk, Document, Symbol, unit_key
+from core.store.base import BuildReader, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,9 @@ class Summary:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     rebuilt_reason: str | None = None
+    # An instance over several repositories: per repository its commit, whether its work tree
+    # was clean, files and chunks per collection, units changed, new chunks, and its error.
+    repos: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -90,8 +94,8 @@ async def build_index(
     """Build or incrementally update the index of one instance from ``sources``; returns what
     it did. Callers hold the store's lock for the instance (``RepoExpert.sync``)."""
     t0 = time.perf_counter()
-    co = sources.checkout
-    summary = Summary(instance=inst.name, commit=co.commit)
+    multi = len(sources.repos) > 1
+    summary = Summary(instance=inst.name, commit=None if multi else sources.checkout.commit)
     name, dim, window = await embedder.info()
     summary.window = window
     stamp = build_stamp(store.schema, name, dim, window)
@@ -112,14 +116,8 @@ async def build_index(
             old = None
     try:
         old_units = await old.units() if old else {}
-        changes, summary.change_detection = await asyncio.to_thread(
-            change_set, co, old.meta if old else None, full
-        )
-        read = await read_documents(inst, co, old_units, changes)
-        summary.excluded, summary.files_read = read.excluded, read.files_read
-        docs = read.documents
-        web = await asyncio.to_thread(web_url, inst)  # the file's, else the GitHub remote's
-        docs.extend(issue_document(i, web) for i in sources.issues)
+        docs, fresh = await _read_repos(sources, old_units, old.meta if old else None, full,
+                                        summary)  # fmt: skip
         # A unit is reused when its content is unchanged *and* it belongs to the same
         # collection (changing the include globs moves a file between docs and code).
         reuse = {
@@ -142,6 +140,12 @@ async def build_index(
         docs = [d for d in docs if d.key not in failed]
         for c in new_chunks:
             c.text_hash = text_hash(c.text)
+        for d in changed:
+            if d.repo in summary.repos:
+                summary.repos[d.repo]["units_changed"] += 1
+        for c in new_chunks:
+            if c.repo in summary.repos:
+                summary.repos[c.repo]["chunks_new"] += 1
 
         # Reused units: their chunks, vectors and symbols come from the live build.
         kept, kept_symbols = await old.carried(reuse) if old is not None else ([], [])
@@ -164,11 +168,18 @@ async def build_index(
                         rows.append(c)
                         vecs.append(v)
                 for c in rows:
-                    c.commit = co.commit
+                    got = fresh.get(c.repo)
+                    if got is None:  # its repository could not be read: kept as it was
+                        continue
+                    c.commit, web = got
                     if c.path is not None and c.start_line is not None:
-                        c.url = permalink(web, co.commit, c.path, c.start_line, c.end_line or 0)
+                        c.url = permalink(web, c.commit, c.path, c.start_line, c.end_line or 0)
                 await w.add_chunks(coll, rows, np.stack(vecs) if vecs else None)
                 summary.chunks[coll] = len(rows)
+                for c in rows:
+                    if c.repo in summary.repos:
+                        per = summary.repos[c.repo]["chunks"]
+                        per[coll] = per.get(coll, 0) + 1
                 summary.largest_chunk_tokens = max(
                     [summary.largest_chunk_tokens, *(c.tokens for c in rows)]
                 )
@@ -176,14 +187,23 @@ async def build_index(
             await w.add_units(docs)
             for d in docs:
                 summary.files[d.collection] = summary.files.get(d.collection, 0) + 1
+                if d.repo in summary.repos:
+                    per = summary.repos[d.repo]["files"]
+                    per[d.collection] = per.get(d.collection, 0) + 1
             symbols = kept_symbols + new_symbols
             await w.add_symbols(symbols)
             summary.symbols = len(symbols)
             summary.seconds = time.perf_counter() - t0
             await w.set_meta("stamp", stamp)
-            await w.set_meta("commit", co.commit)
-            # git diff may stand in for reading files only against a build of a clean commit.
-            await w.set_meta("tree_clean", co.commit is not None and not co.dirty)
+            if summary.repos:  # several repositories: each its own commit (``status``)
+                await w.set_meta("commit", None)
+                await w.set_meta("tree_clean", False)
+                await w.set_meta("repos", summary.repos)
+            else:
+                co = sources.checkout
+                await w.set_meta("commit", co.commit)
+                # git diff may stand in for reading files only against a build of a clean commit
+                await w.set_meta("tree_clean", co.commit is not None and not co.dirty)
             await w.set_meta("built_at", time.time())
             await w.set_meta("summary", summary.to_json())
             await w.commit()
@@ -191,6 +211,68 @@ async def build_index(
         if old is not None:
             await old.close()
     return summary
+
+
+async def _read_repos(
+    sources: Sources, old_units: dict[str, Unit], live: dict[str, Any] | None, full: bool,
+    summary: Summary,
+) -> tuple[list[Document], dict[str, tuple[str | None, str | None]]]:  # fmt: skip
+    """Every repository's documents, keyed apart (``models.unit_key``), and per repository that
+    was read its (commit, web URL) for the permalinks. A repository of several that could not
+    be had keeps its units as the live build has them (they are reused: nothing is re-read)."""
+    docs: list[Document] = []
+    fresh: dict[str, tuple[str | None, str | None]] = {}
+    multi = len(sources.repos) > 1
+    how: list[str] = []
+    for part in sources.repos:
+        name = part.name
+        units = _units_of(old_units, name) if multi else old_units
+        before = (live or {}).get("repos", {}).get(name) if multi else None
+        if multi:
+            summary.repos[name] = {
+                "commit": part.checkout.commit if part.checkout else (before or {}).get("commit"),
+                "files": {}, "chunks": {}, "units_changed": 0, "chunks_new": 0,
+                "error": "; ".join(part.errors) or None, "stale": False,
+            }  # fmt: skip
+        if part.checkout is None:
+            docs.extend(_as_was(name, k, u) for k, u in units.items())
+            summary.repos[name]["tree_clean"] = bool((before or {}).get("tree_clean"))
+            summary.repos[name]["stale"] = True  # what the live build had, not re-read
+            continue
+        co = part.checkout
+        if multi:
+            summary.repos[name]["tree_clean"] = co.commit is not None and not co.dirty
+            base = {"commit": before.get("commit"), "tree_clean": before.get("tree_clean")} if (
+                before and units) else None  # fmt: skip
+        else:
+            base = live
+        changes, detection = await asyncio.to_thread(change_set, co, base, full)
+        how.append(f"{name}: {detection}" if name else detection)
+        read = await read_documents(part.inst, co, units, changes)
+        for reason, n in read.excluded.items():
+            summary.excluded[reason] = summary.excluded.get(reason, 0) + n
+        summary.files_read += read.files_read
+        web = await asyncio.to_thread(web_url, part.inst)  # the file's, else the GitHub remote's
+        fresh[name] = (co.commit, web)
+        got = [*read.documents, *(issue_document(i, web) for i in part.issues)]
+        docs.extend(dataclasses.replace(d, key=unit_key(name, d.key), repo=name) if name else d
+                    for d in got)  # fmt: skip
+    summary.change_detection = "; ".join(how)
+    return docs, fresh
+
+
+def _units_of(units: dict[str, Unit], repo: str) -> dict[str, Unit]:
+    """The live build's units of one repository, by their key within it."""
+    head = f"{repo}:"
+    return {k[len(head) :]: u for k, u in units.items() if k.startswith(head)}
+
+
+def _as_was(repo: str, key: str, u: Unit) -> Document:
+    """A unit kept as the live build has it (its repository could not be read this time)."""
+    issue = int(key[6:]) if key.startswith("issue:") and key[6:].isdigit() else None
+    path = None if issue is not None else key
+    return Document(u.collection, unit_key(repo, key), "", u.content_hash, path=path,
+                    issue=issue, title=key, repo=repo)  # fmt: skip
 
 
 async def _chunk_units(

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import Instance, redact
+from core.config import Instance, is_multi, redact, repo_views
 from core.embed import EmbedService
 from core.errors import IndexError_, RepoExpertError
 from core.index.build import Progress, Summary, build_index
@@ -85,6 +85,12 @@ class SyncReport:
             )
         parts.append(f"{self.seconds:.1f}s")
         line = "; ".join(parts)
+        for name, r in (s.repos if s is not None else {}).items():
+            at = str(r.get("commit") or "")[:12] or "(no commit)"
+            line += (f"\n  {name}: at {at}, units changed {r['units_changed']}, "
+                     f"new chunks {r['chunks_new']}")  # fmt: skip
+            if r.get("error"):
+                line += f" — not updated: {r['error']}" if r.get("stale") else " (with errors)"
         return line + "".join(f"\n  error: {e}" for e in self.errors)
 
 
@@ -142,13 +148,18 @@ async def _record(layout: Layout, report: SyncReport, state: StateOpener | None)
         await db.put(**values)
 
 
+def _source(inst: Instance) -> str:
+    return inst.repo.url or str(inst.resolve(inst.repo.path or "."))
+
+
 async def instance_status(
     inst: Instance, layout: Layout, store: IndexStore, state: StateOpener | None = None
 ) -> dict[str, Any]:
     """What `repo-expert status` shows for one instance (reads the store only; no network)."""
+    views = repo_views(inst)
     out: dict[str, Any] = {
         "instance": inst.name,
-        "source": inst.repo.url or str(inst.resolve(inst.repo.path or ".")),
+        "source": ", ".join(_source(v) for v in views),
         "ref": inst.repo.ref,
         "issues_source": f"github:{inst.issues.github}" if inst.issues.github else inst.issues.file,
         "indexed_commit": None,
@@ -163,6 +174,14 @@ async def instance_status(
         out["indexed_commit"] = meta.get("commit")
         out["built_at"] = meta.get("built_at")
         out["chunks"] = dict((meta.get("summary") or {}).get("chunks") or {})
+    if is_multi(inst):  # per repository: commit, files, chunks, its last error
+        built = (meta or {}).get("repos") or {}
+        out["repos"] = [
+            {"name": v.repo_name, "source": _source(v), "ref": v.repo.ref,
+             **{k: (built.get(v.repo_name) or {}).get(k) for k in ("commit", "files", "chunks")},
+             "last_error": (built.get(v.repo_name) or {}).get("error")}
+            for v in views
+        ]  # fmt: skip
     keys = ("last_sync_at", "last_sync_seconds", "last_sync_ok", "last_error", "last_error_at")
     out.update(dict.fromkeys(keys))
     out["issues_mark"] = None

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from core.config import Instance
 from core.errors import IndexError_, PathNotAllowed
-from core.ingest.repo import permalink, web_url
+from core.ingest.repo import checkout_dir, permalink, web_url
 from core.layout import Layout
 
 # Lines one call returns at most: a large file is read in pages (``next_start_line``).
@@ -77,7 +77,7 @@ def safe_path(path: str) -> str:
 
 def checkout_root(inst: Instance, layout: Layout) -> Path:
     """Where the instance's files are on disk (the local ``repo.path``, or the clone)."""
-    return inst.resolve(inst.repo.path) if inst.repo.path else layout.checkout(inst.name)
+    return inst.resolve(inst.repo.path) if inst.repo.path else checkout_dir(inst, layout)
 
 
 def public_address(inst: Instance) -> str | None:

@@ -156,6 +156,13 @@ def inside(root: Path, folder: Path) -> str | None:
     return rel.as_posix() if rel.parts else None
 
 
+def checkout_dir(inst: Instance, layout: Layout) -> Path:
+    """Where the clone of a ``repo.url`` lives (``inst``: an instance or one repository's view)."""
+    if inst.repo_name:
+        return layout.repo(inst.name, inst.repo_name) / "checkout"
+    return layout.checkout(inst.name)
+
+
 def _checkout_sync(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout:
     co = _checkout_at(inst, layout, fetch)
     data = inside(co.root, layout.data)
@@ -170,7 +177,7 @@ def _checkout_at(inst: Instance, layout: Layout, fetch: bool = True) -> Checkout
             raise SourceError(f"{inst.source_file}: repo.path: folder {root} does not exist")
     else:
         assert inst.repo.url
-        root = layout.checkout(inst.name)
+        root = checkout_dir(inst, layout)
         url = inst.repo.url
         auth = auth_env(inst)
         if not (root / ".git").exists():

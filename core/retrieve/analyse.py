@@ -10,10 +10,12 @@ collections; retrieval still lets a collection that scores well take slots.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.models import Collection
+from core.retrieve.repos import issue_refs, named
 
 _ISSUE_URL = re.compile(r"https?://[^\s]+/(?:issues|pull)/(\d+)")
 _ISSUE_REF = re.compile(
@@ -91,8 +93,21 @@ class Route:
     weights: dict[Collection, float] = field(
         default_factory=lambda: {"docs": 1.0, "code": 1.0, "issues": 1.0}
     )
+    # An instance over several repositories: those the question names (retrieval tilts toward
+    # them), and issue numbers it pins to one repository ("client#42", "issue 42 in client").
+    repos: list[str] = field(default_factory=list)
+    repo_issues: dict[int, str] = field(default_factory=dict)
+    several: dict[int, list[str]] = field(default_factory=dict)  # a bare #N found in several
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.repos or self.repo_issues or self.several:
+            out["signals"]["repos"] = self.repos
+            out["signals"]["repo_issues"] = {str(n): r for n, r in self.repo_issues.items()}
+            out["signals"]["issues_in_several"] = {str(n): r for n, r in self.several.items()}
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "signals": {
                 "issues": self.issues, "identifiers": self.identifiers, "paths": self.paths,
@@ -111,12 +126,19 @@ def _dedupe(xs: list[str]) -> list[str]:
     return out
 
 
-def analyse(question: str) -> Route:
+def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
+    """The signals of ``question``; ``aliases``: the names of an instance's repositories (lower
+    case) -> the repository, when it has several (``core/retrieve/repos.py``)."""
     r = Route()
     q = question
     nums = [int(m) for m in _ISSUE_URL.findall(q)]
     for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", q)):
         nums.append(int(a or b))
+    if aliases:
+        r.repos = named(q, aliases)
+        for repo, n in issue_refs(q, aliases):
+            r.repo_issues.setdefault(n, repo)
+            nums.append(n)
     r.issues = list(dict.fromkeys(nums))
 
     for m in _FRAME_PY.finditer(q):

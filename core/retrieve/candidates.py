@@ -64,18 +64,47 @@ async def _call_sites(reader: BuildReader, ident: str, skip: set[int]) -> list[i
     return [r for r in rows if r in chunks and call.search(chunks[r].text.split("\n", 1)[-1])]
 
 
-async def _changed(reader: BuildReader, numbers: Sequence[int]) -> dict[str, int]:
+async def _changed(
+    reader: BuildReader, numbers: Sequence[int], repo: str | None = None
+) -> dict[str, int]:
     """The files the pull requests among ``numbers``, and those that fix the issues among
-    them, changed: path -> the pull request."""
-    links = await reader.links(numbers)
+    them, changed: path -> the pull request (``repo``: of that repository only)."""
+    links = await reader.links(numbers, repo)
     prs = [n for n in numbers if n in links and links[n].files]
     prs += [pr for n in numbers if n in links for pr in links[n].fixed_by]
-    more = await reader.links([p for p in prs if p not in links])
+    more = await reader.links([p for p in prs if p not in links], repo)
     out: dict[str, int] = {}
     for pr in dict.fromkeys(prs):
         for path in (links.get(pr) or more.get(pr) or _NO_LINKS).files:
             out.setdefault(path, pr)
     return out
+
+
+async def _changed_by_repo(
+    reader: BuildReader, numbers: Sequence[tuple[str, int]]
+) -> list[tuple[str | None, str, int]]:
+    """:func:`_changed` of (repository, number) pairs: (repository, path, pull request). One
+    repository ("", a one-repository instance) is asked at once, as it always was."""
+    repos = list(dict.fromkeys(r for r, _ in numbers))
+    if repos in ([], [""]):
+        got = await _changed(reader, [n for _, n in numbers])
+        return [(None, path, pr) for path, pr in got.items()]
+    out: list[tuple[str | None, str, int]] = []
+    for repo in repos:
+        got = await _changed(reader, [n for r, n in numbers if r == repo], repo or None)
+        out.extend((repo or None, path, pr) for path, pr in got.items())
+    return out
+
+
+async def _path_rows(
+    reader: BuildReader, coll: Collection, path: str, repo: str | None
+) -> list[int]:
+    """Rows of the file at ``path`` (``path_rows``), of ``repo`` only when one is given."""
+    rows = await reader.path_rows(coll, path)
+    if repo is None or not rows:
+        return rows
+    chunks = await reader.chunks(coll, rows)
+    return [r for r in rows if r in chunks and chunks[r].repo == repo]
 
 
 async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple[int, Symbol]]:
@@ -87,6 +116,25 @@ async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple
     return out
 
 
+async def issue_rows(
+    reader: BuildReader, route: Route, n: int, per_repo: int
+) -> tuple[list[int], list[str]]:
+    """Rows of issue ``n`` as the question names it: of its repository when the question says
+    which ("client#42"), else of every repository that has one (at most ``per_repo`` rows of
+    each), and the repositories they come from (more than one: the bare #N is in several)."""
+    rows = await reader.issue_rows(n)
+    if not rows:
+        return [], []
+    want = route.repo_issues.get(n)
+    chunks = await reader.chunks("issues", rows)
+    taken: dict[str, list[int]] = {}
+    for r in rows:
+        repo = chunks[r].repo if r in chunks else ""
+        if (want is None or repo == want) and len(taken.setdefault(repo, [])) < per_repo:
+            taken[repo].append(r)
+    return [r for rs in taken.values() for r in rs], sorted(x for x in taken if x)
+
+
 async def exact_rows(
     reader: BuildReader, route: Route, question: str
 ) -> dict[Collection, dict[int, str]]:
@@ -94,12 +142,16 @@ async def exact_rows(
     for "who calls X?" the definitions that call X (the code graph) and its call sites."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
-        for row in (await reader.issue_rows(n))[:3]:
-            out["issues"][row] = f"issue #{n}"
+        rows, repos = await issue_rows(reader, route, n, 3)
+        if len(repos) > 1:
+            route.several[n] = repos
+        for row in rows:
+            out["issues"][row] = f"issue #{n}" + (f" in {', '.join(repos)}" if repos else "")
     if route.issues and route.hop:  # "where was #N fixed?": what its pull requests changed
-        for path, pr in (await _changed(reader, route.issues[:2])).items():
+        named = [(route.repo_issues.get(n, ""), n) for n in route.issues[:2]]
+        for repo, path, pr in await _changed_by_repo(reader, named):
             for coll in _FILES:
-                for row in (await reader.path_rows(coll, path))[:PR_ROWS]:
+                for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
     for ident in route.identifiers[:8]:
         name = ident.split(".")[-1] if "." in ident else ident
@@ -251,9 +303,10 @@ async def _graph(reader: BuildReader, found: Found, route: Route) -> dict[int, s
                 if row not in known:
                     out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
     # A past fix of a similar issue: what its pull request changed.
-    numbers = [h.chunk.issue for h in issues if h.chunk is not None and h.chunk.issue is not None]
-    for path, pr in (await _changed(reader, numbers)).items():
-        for row in (await reader.path_rows("code", path))[:PR_ROWS]:
+    numbers = [(h.chunk.repo, h.chunk.issue) for h in issues
+               if h.chunk is not None and h.chunk.issue is not None]  # fmt: skip
+    for repo, path, pr in await _changed_by_repo(reader, numbers):
+        for row in (await _path_rows(reader, "code", path, repo))[:PR_ROWS]:
             if row not in known:
                 out.setdefault(row, f"#{pr} changed {path}")
     return out

@@ -32,6 +32,10 @@ class Options:
     glossary: bool = True
     glossary_dense: bool = True
     collections: tuple[Collection, ...] = COLLECTIONS
+    # An instance over several repositories: every name of each (lower case) -> the repository,
+    # and the one repository to keep when the caller asks for one (``--repo``, ``repo:NAME``).
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    repo: str | None = None
 
     @classmethod
     def of(

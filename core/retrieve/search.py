@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any, cast
 
 from core.embed import EmbedService
 from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find
+from core.retrieve.candidates import issue_rows as rows_of_issue
 from core.retrieve.fusion import Candidate, rrf, select
 from core.retrieve.glossary import english_terms
 from core.retrieve.kinds import KINDS, KindModel
@@ -24,6 +26,8 @@ from core.store.base import BuildReader
 
 # Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
 BUG = 0.5
+# How far (cosine units) a question naming a repository moves that repository's candidates up.
+REPO_TILT = 0.03
 
 
 @dataclass
@@ -53,7 +57,7 @@ async def candidates(
     start here."""
     timings = {} if timings is None else timings
     t = time.perf_counter()
-    route = route or analyse(question)
+    route = route or analyse(question, opt.aliases)
     # The glossary's English terms, once: for the lexical query and the embedded text. The
     # baselines (dense, bm25, rrf) see the question as asked: the glossary is ours.
     glossed = opt.mode == "full" and (opt.glossary or opt.glossary_dense)
@@ -109,6 +113,8 @@ async def retrieve(
         ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
     if ranker is not None:
         rerank(pool, ranker, opt.config.test_penalty)
+    if opt.aliases:
+        tilt(pool, opt, ranker)
     slots: dict[Collection, int]
     if opt.mode == "rrf":
         chosen = rrf(found.ranked, opt.k)
@@ -120,9 +126,8 @@ async def retrieve(
     else:
         per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
-        chosen, slots = select(
-            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span
-        )
+        pick = select_by_repo if opt.aliases and opt.mode == "full" else select
+        chosen, slots = pick(found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span)
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)
@@ -140,6 +145,64 @@ async def retrieve(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},
         timings_ms=timings, query=question,
     )  # fmt: skip
+
+
+def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
+    """An instance over several repositories: keep only ``opt.repo``'s candidates when the caller
+    asked for one repository; else move the candidates of the repositories the question names up
+    by :data:`REPO_TILT` (cosine units; in the ranker's units through its slope for cosine) — a
+    tilt, not a filter: another repository's candidate that fits much better still wins."""
+    if opt.mode != "full":
+        return
+    hits = pool.found.hits
+    if opt.repo is not None:
+        for c, hs in hits.items():
+            hits[c] = only_repo(hs, opt.repo)
+        for n in pool.route.issues:  # the issue → code hop reads the kept repository's issue
+            pool.route.repo_issues.setdefault(n, opt.repo)
+        return
+    if not pool.route.repos:
+        return
+    bonus = REPO_TILT * (ranker.slope(("cos", "cos_gap", "cos_gap_coll")) if ranker else 1.0)
+    named = set(pool.route.repos)
+    for hs in hits.values():
+        for h in hs:
+            if h.chunk is not None and h.chunk.repo in named:
+                h.score += bonus
+                h.why = [*h.why, f"repository {h.chunk.repo} named"]
+        hs.sort(key=lambda h: -h.score)
+
+
+def select_by_repo(
+    hits: dict[Collection, list[Candidate]],
+    k: int,
+    floor: float,
+    weights: dict[Collection, float] | None = None,
+    per_doc: dict[Collection, int] | None = None,
+    span: float | None = None,
+) -> tuple[list[Candidate], dict[Collection, int]]:
+    """:func:`select` over (collection, repository) groups: the slots are shared in proportion
+    to how well each repository's candidates of each collection fit, so a repository with
+    nothing relevant gets none, and one that fits less still gets its share instead of being
+    crowded out by one that fits a little better (the weights and limits are the collection's)."""
+    groups: dict[str, list[Candidate]] = {}
+    coll_of: dict[str, Collection] = {}
+    for c, hs in hits.items():
+        for h in hs:
+            key = f"{c}:{h.chunk.repo if h.chunk is not None else ''}"
+            groups.setdefault(key, []).append(h)
+            coll_of[key] = c
+    w = {g: (weights or {}).get(c, 1.0) for g, c in coll_of.items()}
+    limits = {g: per_doc[c] for g, c in coll_of.items() if c in per_doc} if per_doc else None
+    chosen, got = select(cast(Any, groups), k, floor, cast(Any, w), cast(Any, limits), span)
+    slots: dict[Collection, int] = {}
+    for g, n in got.items():
+        slots[coll_of[str(g)]] = slots.get(coll_of[str(g)], 0) + n
+    return chosen, slots
+
+
+def only_repo(hits: list[Candidate], repo: str) -> list[Candidate]:
+    return [h for h in hits if h.chunk is not None and h.chunk.repo == repo]
 
 
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
@@ -170,7 +233,7 @@ async def _issue_hop(
     floor = opt.config.relevance_floor
     issue_rows: list[int] = []
     for n in route.issues[:2]:
-        issue_rows.extend((await reader.issue_rows(n))[:2])
+        issue_rows.extend((await rows_of_issue(reader, route, n, 2))[0])
     if not issue_rows:  # no such issue indexed: answer the question as asked
         return select(found.hits, opt.k, floor, weights)
     chunks = await reader.chunks("issues", issue_rows)
@@ -188,6 +251,8 @@ async def _issue_hop(
     timings["embed_hop_query"] = (time.perf_counter() - t) * 1000
     extra = english_terms(head) if opt.glossary else []
     code = await find(reader, q2, head, sub, opt, extra, ("code",))
+    if opt.repo is not None and opt.mode == "full":
+        code.hits = {c: only_repo(hs, opt.repo) for c, hs in code.hits.items()}
     # The question asks for code: the rest of the slots go to the code the issue points at
     # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
@@ -209,7 +274,7 @@ async def to_sources(reader: BuildReader, chosen: list[Candidate]) -> list[Sourc
             Source(
                 collection=h.collection, title=ch.title, url=ch.url, text=ch.text, score=h.score,
                 path=ch.path, start_line=ch.start_line, end_line=ch.end_line, issue=ch.issue,
-                symbol=ch.symbol, chunk_id=ch.id,
+                symbol=ch.symbol, chunk_id=ch.id, repo=ch.repo,
             )
         )  # fmt: skip
     return out

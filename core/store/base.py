@@ -136,8 +136,9 @@ class BuildReader(Protocol):
         path and line (at most 50): the code graph read backwards."""
         ...
 
-    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
-        """The links of these issues and pull requests (those with none are left out)."""
+    async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
+        """The links of these issues and pull requests (those with none are left out); ``repo``:
+        of that repository's only (an instance over several; None: of any)."""
         ...
 
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:

@@ -34,7 +34,7 @@ import aiosqlite
 import numpy as np
 
 from core.layout import Layout
-from core.models import COLLECTIONS, Chunk, Collection, Symbol
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, Unit, group_links
 from core.store.bm25 import Bm25, on_search_thread
 from core.store.local_files import load_vectors, unreadable
@@ -219,16 +219,18 @@ class LocalReader:
         async with self.db.execute(sql, (norm_name(name.rsplit(".", 1)[-1]),)) as cur:
             return [row_to_symbol(r) async for r in cur]
 
-    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+    async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
         if not numbers:
             return {}
         nums = sorted(set(numbers))
         q = ",".join("?" * len(nums))
-        sql = f"SELECT issue, rel, target FROM links WHERE issue IN ({q}) ORDER BY rowid"
-        async with self.db.execute(sql, nums) as cur:
+        only = "" if repo is None else " AND repo = ?"
+        tail = [] if repo is None else [repo]
+        sql = f"SELECT issue, rel, target FROM links WHERE issue IN ({q}){only} ORDER BY rowid"
+        async with self.db.execute(sql, [*nums, *tail]) as cur:
             forward = list(await cur.fetchall())
-        sql = f"SELECT target, issue FROM links WHERE rel = 'fixes' AND target IN ({q})"
-        async with self.db.execute(sql, [str(n) for n in nums]) as cur:
+        sql = f"SELECT target, issue FROM links WHERE rel = 'fixes' AND target IN ({q}){only}"
+        async with self.db.execute(sql, [*(str(n) for n in nums), *tail]) as cur:
             backward = list(await cur.fetchall())
         return group_links(nums, forward, backward)
 
@@ -236,13 +238,13 @@ class LocalReader:
         out: list[tuple[int, Symbol]] = []
         for s in await self.symbols(name):
             rows = await self._rows_where(
-                "code", "path=? AND start_line<=? AND end_line>=?",
-                [s.path, s.start_line, s.start_line],
+                "code", "path=? AND repo=? AND start_line<=? AND end_line>=?",
+                [s.path, s.repo, s.start_line, s.start_line],
             )  # fmt: skip
             if not rows:  # the definition line may sit in a header repeated elsewhere
                 rows = await self._rows_where(
-                    "code", "path=? AND start_line>=? AND start_line<=?",
-                    [s.path, s.start_line, s.end_line],
+                    "code", "path=? AND repo=? AND start_line>=? AND start_line<=?",
+                    [s.path, s.repo, s.start_line, s.end_line],
                 )  # fmt: skip
             out.extend((r, s) for r in rows[:2])
         return out
@@ -263,7 +265,7 @@ class LocalReader:
                     kept.append((row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))
         async with self.db.execute(f"SELECT {SYMBOL_COLS} FROM symbols") as cur:
             symbols = [row_to_symbol(r) async for r in cur]
-        return kept, [s for s in symbols if s.path in keys]
+        return kept, [s for s in symbols if unit_key(s.repo, s.path) in keys]
 
 
 async def _read_meta(db: aiosqlite.Connection) -> dict[str, Any]:

@@ -9,20 +9,21 @@ from typing import Any
 from core.lexical import parts
 from core.models import Chunk, Symbol
 
-SCHEMA_VERSION = 4  # 3: the code graph (symbols.calls, calls); 4: issue links
+SCHEMA_VERSION = 5  # 3: the code graph (symbols.calls, calls); 4: issue links; 5: repo columns
 
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE units (
     key TEXT PRIMARY KEY, collection TEXT NOT NULL, content_hash TEXT NOT NULL,
-    path TEXT, issue INTEGER, title TEXT, url TEXT
+    path TEXT, issue INTEGER, title TEXT, url TEXT,
+    repo TEXT NOT NULL DEFAULT ''  -- its repository in an instance over several ('' for one)
 );
 CREATE TABLE chunks (
     id INTEGER PRIMARY KEY, collection TEXT NOT NULL, row INTEGER NOT NULL,
     doc_key TEXT NOT NULL, path TEXT, issue INTEGER, start_line INTEGER, end_line INTEGER,
     title TEXT NOT NULL, symbol TEXT, kind TEXT, text TEXT NOT NULL, text_hash TEXT NOT NULL,
-    tokens INTEGER NOT NULL, url TEXT NOT NULL, commit_sha TEXT
+    tokens INTEGER NOT NULL, url TEXT NOT NULL, commit_sha TEXT, repo TEXT NOT NULL DEFAULT ''
 );
 CREATE UNIQUE INDEX chunks_row ON chunks(collection, row);
 CREATE INDEX chunks_doc ON chunks(doc_key);
@@ -31,11 +32,14 @@ CREATE TABLE symbols (
     name TEXT NOT NULL, qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL,
     start_line INTEGER NOT NULL, end_line INTEGER NOT NULL,
     norm TEXT NOT NULL,  -- parts joined, lower case: parse_config, parseConfig → parseconfig
-    calls TEXT NOT NULL DEFAULT ''  -- the names it calls, one per line, first call first
+    calls TEXT NOT NULL DEFAULT '',  -- the names it calls, one per line, first call first
+    repo TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE calls (norm TEXT NOT NULL, sym INTEGER NOT NULL);  -- callee's norm → symbols.rowid
 CREATE INDEX calls_norm ON calls(norm);
-CREATE TABLE links (issue INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL);
+CREATE TABLE links (
+    issue INTEGER NOT NULL, rel TEXT NOT NULL, target TEXT NOT NULL, repo TEXT NOT NULL DEFAULT ''
+);
 CREATE INDEX links_issue ON links(issue);
 CREATE INDEX links_target ON links(rel, target);
 CREATE INDEX symbols_name ON symbols(name);
@@ -58,11 +62,11 @@ CREATE TABLE lexstats (collection TEXT PRIMARY KEY, lengths BLOB NOT NULL);
 
 CHUNK_COLS = (
     "id, collection, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, "
-    "text, text_hash, tokens, url, commit_sha"
+    "text, text_hash, tokens, url, commit_sha, repo"
 )
 
 
-SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls"
+SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls, repo"
 
 
 def norm_name(name: str) -> str:
@@ -77,12 +81,14 @@ def fts_match(terms: Sequence[str]) -> str | None:
 
 
 def row_to_symbol(r: Any) -> Symbol:
-    return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6].split("\n")) if r[6] else ())
+    return Symbol(
+        r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6].split("\n")) if r[6] else (), r[7] or ""
+    )
 
 
 def row_to_chunk(r: Any) -> Chunk:
     return Chunk(
         id=r[0], collection=r[1], doc_key=r[3], path=r[4], issue=r[5], start_line=r[6],
         end_line=r[7], title=r[8], symbol=r[9], kind=r[10] or "", text=r[11], text_hash=r[12],
-        tokens=r[13], url=r[14], commit=r[15],
+        tokens=r[13], url=r[14], commit=r[15], repo=r[16] or "",
     )  # fmt: skip

@@ -83,17 +83,20 @@ class LocalWriter:
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.db is not None
         await self.db.executemany(
-            "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url) for d in docs],
+            "INSERT INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url, d.repo)
+                for d in docs
+            ],
         )
         links = [
             row
             for d in docs
             if d.issue is not None
-            for row in [*((d.issue, "file", f) for f in d.files),
-                        *((d.issue, "fixes", str(n)) for n in d.fixes)]
+            for row in [*((d.issue, "file", f, d.repo) for f in d.files),
+                        *((d.issue, "fixes", str(n), d.repo) for n in d.fixes)]
         ]  # fmt: skip
-        await self.db.executemany("INSERT INTO links VALUES (?, ?, ?)", links)
+        await self.db.executemany("INSERT INTO links VALUES (?, ?, ?, ?)", links)
 
     @_writes
     async def add_chunks(
@@ -103,10 +106,10 @@ class LocalWriter:
         assert self.db is not None
         await self.db.executemany(
             f"INSERT INTO chunks ({CHUNK_COLS}) VALUES "
-            "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (collection, i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
-                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit)
+                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit, c.repo)
                 for i, c in enumerate(chunks)
             ],
         )  # fmt: skip
@@ -135,9 +138,9 @@ class LocalWriter:
         first = int(row[0]) + 1 if row else 1
         await self.db.executemany(
             "INSERT INTO symbols (rowid, name, qualname, kind, path, start_line, end_line, norm, "
-            "calls) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "calls, repo) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(first + i, s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line,
-              norm_name(s.name), "\n".join(s.calls)) for i, s in enumerate(symbols)],
+              norm_name(s.name), "\n".join(s.calls), s.repo) for i, s in enumerate(symbols)],
         )  # fmt: skip
         await self.db.executemany(
             "INSERT INTO calls VALUES (?, ?)",

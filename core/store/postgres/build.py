@@ -29,8 +29,8 @@ from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
 from core.store.bm25 import postings
 
-SCHEMA_VERSION = 3  # the format of a build's tables (part of every stamp); 2: BM25 postings;
-# 3: links (a pull request's changed files and the issues it closes)
+SCHEMA_VERSION = 4  # the format of a build's tables (part of every stamp); 2: BM25 postings;
+# 3: links (a pull request's changed files and the issues it closes); 4: repo columns
 HNSW_MIN_ROWS = 100_000  # a collection this big gets an HNSW index (benchmarks/RESULTS.md)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults; recall measured in bench_store.py
 # HNSW candidates per search, set per connection (raised per query above it). recall@10 against
@@ -40,9 +40,9 @@ EF_SEARCH = 400
 
 CHUNK_COLS = (
     "id, row, doc_key, path, issue, start_line, end_line, title, symbol, kind, text, text_hash, "
-    "tokens, url, commit_sha"
+    "tokens, url, commit_sha, repo"
 )
-SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls"
+SYMBOL_COLS = "name, qualname, kind, path, start_line, end_line, calls, repo"
 
 
 def new_build_id() -> str:
@@ -92,16 +92,17 @@ class PgWriter:
             t = self._t
             await conn.execute(
                 f"CREATE TABLE {t('units')} (key TEXT PRIMARY KEY, collection TEXT NOT NULL, "
-                "content_hash TEXT NOT NULL, path TEXT, issue INTEGER, title TEXT, url TEXT);"
+                "content_hash TEXT NOT NULL, path TEXT, issue INTEGER, title TEXT, url TEXT, "
+                "repo TEXT NOT NULL DEFAULT '');"
                 f"CREATE TABLE {t('symbols')} (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                 "qualname TEXT NOT NULL, kind TEXT NOT NULL, path TEXT NOT NULL, "
                 "start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, norm TEXT NOT NULL, "
-                "calls TEXT[] NOT NULL);"
+                "calls TEXT[] NOT NULL, repo TEXT NOT NULL DEFAULT '');"
                 f"CREATE TABLE {t('calls')} (norm TEXT NOT NULL, sym INTEGER NOT NULL);"
                 f"CREATE TABLE {t('lengths')} (collection TEXT PRIMARY KEY, "
                 "lengths BYTEA NOT NULL);"
                 f"CREATE TABLE {t('links')} (ord INTEGER NOT NULL, issue INTEGER NOT NULL, "
-                "rel TEXT NOT NULL, target TEXT NOT NULL);"
+                "rel TEXT NOT NULL, target TEXT NOT NULL, repo TEXT NOT NULL DEFAULT '');"
             )
         except BaseException:
             await self.__aexit__()
@@ -127,11 +128,11 @@ class PgWriter:
         assert self.conn is not None
         await self.conn.copy_records_to_table(
             self._t("units"),
-            records=[(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url)
-                     for d in docs],
+            records=[(d.key, d.collection, d.content_hash, d.path, d.issue, d.title, d.url,
+                      d.repo) for d in docs],
         )  # fmt: skip
         links = [
-            (d.issue, rel, target)
+            (d.issue, rel, target, d.repo)
             for d in docs
             if d.issue is not None
             for rel, target in [*(("file", f) for f in d.files),
@@ -151,7 +152,8 @@ class PgWriter:
             "doc_key TEXT NOT NULL, path TEXT, issue INTEGER, start_line INTEGER, "
             "end_line INTEGER, title TEXT NOT NULL, symbol TEXT, kind TEXT, text TEXT NOT NULL, "
             "text_hash TEXT NOT NULL, tokens INTEGER NOT NULL, url TEXT NOT NULL, "
-            f"commit_sha TEXT, embedding {vec} STORAGE PLAIN)"
+            "commit_sha TEXT, repo TEXT NOT NULL DEFAULT '', "
+            f"embedding {vec} STORAGE PLAIN)"
             + f"; CREATE TABLE {self._t(collection + '_post')} (term TEXT NOT NULL, "
             "part INTEGER NOT NULL, rows BYTEA NOT NULL, tfs BYTEA NOT NULL)"
         )
@@ -174,7 +176,7 @@ class PgWriter:
         def records() -> list[tuple[Any, ...]]:
             return [
                 (i, first + i, c.doc_key, c.path, c.issue, c.start_line, c.end_line, c.title,
-                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit,
+                 c.symbol, c.kind, c.text, c.text_hash, c.tokens, c.url, c.commit, c.repo,
                  None if vecs is None else vecs[i])
                 for i, c in enumerate(chunks)
             ]  # fmt: skip
@@ -201,7 +203,7 @@ class PgWriter:
         await self.conn.copy_records_to_table(
             self._t("symbols"),
             records=[(first + i, s.name, s.qualname, s.kind, s.path, s.start_line, s.end_line,
-                      norm(s.name), list(s.calls)) for i, s in enumerate(symbols)],
+                      norm(s.name), list(s.calls), s.repo) for i, s in enumerate(symbols)],
         )  # fmt: skip
         await self.conn.copy_records_to_table(
             self._t("calls"),

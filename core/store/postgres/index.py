@@ -48,7 +48,7 @@ LOCK_POLL_S = 0.05
 
 
 def _symbol(r: Any) -> Symbol:
-    return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6] or ()))
+    return Symbol(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6] or ()), r[7] or "")
 
 
 def _vector(v: Any) -> np.ndarray:
@@ -60,7 +60,7 @@ def _chunk(collection: Collection, r: Any) -> Chunk:
     return Chunk(
         id=r[0], collection=collection, doc_key=r[2], path=r[3], issue=r[4], start_line=r[5],
         end_line=r[6], title=r[7], symbol=r[8], kind=r[9] or "", text=r[10], text_hash=r[11],
-        tokens=r[12], url=r[13], commit=r[14],
+        tokens=r[12], url=r[13], commit=r[14], repo=r[15] or "",
     )  # fmt: skip
 
 
@@ -207,30 +207,35 @@ class PgReader:
         )
         return [_symbol(r) for r in await self._fetch(sql, norm(name.rsplit(".", 1)[-1]))]
 
-    async def links(self, numbers: Sequence[int]) -> dict[int, IssueLinks]:
+    async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
         nums = sorted(set(numbers))
         if not nums:
             return {}
         t = self._t("links")
+        only = "" if repo is None else " AND repo = $2"
+        tail = [] if repo is None else [repo]
         forward = await self._fetch(
-            f"SELECT issue, rel, target FROM {t} WHERE issue = ANY($1::int[]) ORDER BY ord", nums
-        )
+            f"SELECT issue, rel, target FROM {t} WHERE issue = ANY($1::int[]){only} ORDER BY ord",
+            nums, *tail,
+        )  # fmt: skip
         backward = await self._fetch(
-            f"SELECT target, issue FROM {t} WHERE rel = 'fixes' AND target = ANY($1::text[])",
-            [str(n) for n in nums],
-        )
+            f"SELECT target, issue FROM {t} WHERE rel = 'fixes' AND target = ANY($1::text[])"
+            + only,
+            [str(n) for n in nums], *tail,
+        )  # fmt: skip
         return group_links(nums, forward, backward)
 
     async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
         out: list[tuple[int, Symbol]] = []
         for s in await self.symbols(name):
             rows = await self._rows_where(
-                "code", "path = $1 AND start_line <= $2 AND end_line >= $2", s.path, s.start_line
-            )
+                "code", "path = $1 AND repo = $3 AND start_line <= $2 AND end_line >= $2",
+                s.path, s.start_line, s.repo,
+            )  # fmt: skip
             if not rows:  # the definition line may sit in a header repeated elsewhere
                 rows = await self._rows_where(
-                    "code", "path = $1 AND start_line >= $2 AND start_line <= $3",
-                    s.path, s.start_line, s.end_line,
+                    "code", "path = $1 AND repo = $4 AND start_line >= $2 AND start_line <= $3",
+                    s.path, s.start_line, s.end_line, s.repo,
                 )  # fmt: skip
             out.extend((r, s) for r in rows[:2])
         return out
@@ -252,10 +257,10 @@ class PgReader:
                 "WHERE doc_key = ANY($1::text[]) ORDER BY row",
                 sorted(keys),
             )
-            kept.extend((_chunk(c, r), _vector(r[15])) for r in got)
+            kept.extend((_chunk(c, r), _vector(r[16])) for r in got)
         got = await self._fetch(
-            f"SELECT {SYMBOL_COLS} FROM {self._t('symbols')} WHERE path = ANY($1::text[]) "
-            "ORDER BY id",
+            f"SELECT {SYMBOL_COLS} FROM {self._t('symbols')} WHERE (CASE WHEN repo = '' "
+            "THEN path ELSE repo || ':' || path END) = ANY($1::text[]) ORDER BY id",
             sorted(keys),
         )
         return kept, [_symbol(r) for r in got]
