@@ -295,14 +295,24 @@ def parser() -> argparse.ArgumentParser:
 
     s = command(
         "feedback",
-        "print the 👍/👎 given on an instance's answers (bots, API, page, MCP)",
-        "  repo-expert feedback widget --limit 20",
+        "print the 👍/👎 given on an instance's answers (bots, API, page, MCP); with "
+        "--unanswered the questions that got no answer or a 👎, with --export-eval those as an "
+        "eval question file to fill in",
+        "  repo-expert feedback widget --limit 20\n"
+        "  repo-expert feedback widget --unanswered\n"
+        "  repo-expert feedback widget --export-eval next-eval.yaml",
     )
     s.add_argument("name", help=name_help)
     s.add_argument(
         "--db", metavar="FILE", help="conversations database (default DATA/conversations.sqlite)"
     )
     s.add_argument("--limit", type=int, default=100, help="newest N (default 100)")
+    s.add_argument("--unanswered", action="store_true", help="list the questions that got no "
+                   "answer or a 👎 instead")  # fmt: skip
+    s.add_argument(
+        "--export-eval", metavar="FILE", help="write those questions as an eval question file "
+        "(gold left empty for a person to fill; README, \"Evaluating\")"
+    )  # fmt: skip
     s.add_argument("--json", action="store_true", help=json_help)
     s.set_defaults(fn=c.cmd_feedback)
 

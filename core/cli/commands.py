@@ -14,6 +14,7 @@ from typing import Any
 
 from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
+from core.cli.feedback import format_unanswered, unanswered_json, write_skeleton
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import Queued, watch
 from core.config import redact
@@ -23,6 +24,7 @@ from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
 from core.service import RepoExpert, checked_question
+from core.store.conversations import Unanswered
 
 
 async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
@@ -232,11 +234,34 @@ async def cmd_worker(app: RepoExpert, args: argparse.Namespace) -> int:
     return 0
 
 
+async def unanswered(app: RepoExpert, args: argparse.Namespace, path: Path, found: bool) -> int:
+    """``feedback NAME --unanswered`` / ``--export-eval FILE`` (``feedback.py``)."""
+    records: list[Unanswered] = []
+    if found:
+        store = await app.conversations(path)
+        try:
+            records = await store.unanswered(args.name, args.limit)
+        finally:
+            await store.close()
+    if args.export_eval:
+        n = write_skeleton(Path(args.export_eval), args.name, records)
+        print(f"wrote {n} question(s) to {args.export_eval}: fill each gold, then "
+              f"repo-expert eval {args.name} --questions {args.export_eval}")  # fmt: skip
+    elif args.json:
+        print(unanswered_json(records))
+    else:
+        print(format_unanswered(args.name, records))
+    return 0
+
+
 async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
     app.instance(args.name)  # an unknown name fails here, with the known ones
     path = Path(args.db) if args.db else app.layout.conversations
     records = []
-    if app.backend.shared or path.exists():
+    found = app.backend.shared or path.exists()
+    if args.unanswered or args.export_eval:
+        return await unanswered(app, args, path, found)
+    if found:
         store = await app.conversations(path)
         try:
             records = await store.feedback(args.name, args.limit)
