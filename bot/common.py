@@ -23,6 +23,7 @@ from typing import Any, Literal
 from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Source
+from core.ops.metrics import Metrics
 from core.service import Conversations, OnText, RepoExpert
 from core.store.conversations import FeedbackRecord, Verdict
 
@@ -184,10 +185,12 @@ class ChatCore:
         store: Conversations,
         config: ServeConfig,
         instances: Mapping[str, Instance] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.app, self.store, self.config = app, store, config
         self.access = Access(instances if instances is not None else app.load_instances())
         self.limits = Limits(config.rate_limit, config.rate_window, config.max_concurrent)
+        self.metrics = metrics or Metrics()
 
     async def ask(
         self, place: Place, thread: str, pick: Pick, user: str, on_text: OnText | None = None
@@ -197,13 +200,22 @@ class ChatCore:
         if not self.access.allows(pick.instance, place):  # the adapters checked; make sure
             raise NotAllowed(f"instance {pick.instance} is not allowed in {place}")
         n = self.config.history_turns
-        history = await self.store.history(place.platform, thread, n) if n else []
-        answer = await self.app.ask(
-            pick.instance, pick.question, conversation=history or None, on_text=on_text
-        )
-        turn = await self.store.add_turn(
-            place.platform, thread, pick.instance, user, pick.question, answer
-        )
+        t = time.perf_counter()
+        self.metrics.in_progress.inc()
+        try:
+            history = await self.store.history(place.platform, thread, n) if n else []
+            answer = await self.app.ask(
+                pick.instance, pick.question, conversation=history or None, on_text=on_text
+            )
+            turn = await self.store.add_turn(
+                place.platform, thread, pick.instance, user, pick.question, answer
+            )
+        except Exception as e:
+            self.metrics.failed(place.platform, e)
+            raise
+        finally:
+            self.metrics.in_progress.dec()
+        self.metrics.answered(place.platform, time.perf_counter() - t, answer.no_answer)
         log.info(
             "%s answered %s in %s (%d sources, %.0f ms)", place.platform, pick.instance,
             thread, len(answer.sources), answer.timings_ms.get("total", 0.0),
@@ -216,7 +228,10 @@ class ChatCore:
     async def feedback(
         self, platform: Platform, turn_id: int, user: str, verdict: Verdict
     ) -> FeedbackRecord | None:
-        return await self.store.record_feedback(platform, turn_id, user, verdict)
+        record = await self.store.record_feedback(platform, turn_id, user, verdict)
+        if record is not None:
+            self.metrics.feedback.labels(verdict).inc()
+        return record
 
 
 class StreamPreview:
@@ -264,8 +279,13 @@ class Background:
     def __init__(self, name: str) -> None:
         self.name = name
         self._tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self.closing:  # shutting down: a question arriving now is not started
+            coro.close()
+            log.info("%s: shutting down; a new question was not taken", self.name)
+            return
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -276,9 +296,24 @@ class Background:
             log.error("%s: a question was dropped by an error", self.name,
                       exc_info=task.exception())  # fmt: skip
 
-    async def drain(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for the answers in progress; with ``grace`` (shutdown) take no new ones, wait
+        at most that many seconds, then cancel the rest — each says so where it was asked
+        (the adapters' ``CancelledError`` handling) before it ends."""
+        if grace is None:
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            return
+        self.closing = True
+        if self._tasks:
+            log.info("%s: draining %d answer(s) in progress (up to %.0f s)", self.name,
+                     len(self._tasks), grace)  # fmt: skip
+            _, late = await asyncio.wait(list(self._tasks), timeout=grace)
+            for t in late:
+                t.cancel()
+            if late:
+                log.warning("%s: %d answer(s) cut short by the shutdown", self.name, len(late))
+                await asyncio.gather(*late, return_exceptions=True)
 
 
 def failure_line(exc: BaseException) -> str:

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ import discord
 from discord import app_commands
 
 from core.models import MAX_QUESTION_CHARS, Answer
+from core.ops.health import Probe
 
 from . import messages
 from .common import (
@@ -147,7 +149,13 @@ def _is_thread(channel: Any) -> bool:
 class DiscordBot(discord.Client):
     """Owns the command tree; every answer goes through ``core``."""
 
-    def __init__(self, core: ChatCore, settings: DiscordSettings, **options: Any) -> None:
+    def __init__(
+        self,
+        core: ChatCore,
+        settings: DiscordSettings,
+        probe: Probe | None = None,
+        **options: Any,
+    ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -158,16 +166,30 @@ class DiscordBot(discord.Client):
         self.core, self.settings = core, settings
         self.tree = app_commands.CommandTree(self)
         self._tasks = Background("discord")
+        self.probe = probe
+        if probe is not None:
+            probe.waiting("discord")
         self._add_command()
+
+    async def on_ready(self) -> None:
+        if self.probe is not None:
+            self.probe.up("discord")
+
+    async def on_disconnect(self) -> None:
+        if self.probe is not None:
+            self.probe.down("discord")
+
+    async def on_resumed(self) -> None:
+        await self.on_ready()
 
     async def setup_hook(self) -> None:
         if self.settings.sync_commands:
             synced = await self.tree.sync()
             log.info("discord: registered %d application command(s)", len(synced))
 
-    async def drain(self) -> None:
-        """Wait for every answer in progress (tests, shutdown)."""
-        await self._tasks.drain()
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
+        await self._tasks.drain(grace)
 
     def _example(self) -> str:
         """How to ask, for help texts: the mention (``/ask`` shows its own options)."""
@@ -362,6 +384,9 @@ class DiscordBot(discord.Client):
                 answered = await thread.send(content=first.content, embeds=first.embeds)
             for m in rest:
                 await thread.send(content=m.content, embeds=m.embeds)
+        except asyncio.CancelledError:  # shut down past the grace: say so where it was asked
+            await self._report(thread, key, messages.interrupted(), preview, answered, first)
+            raise
         except Exception as e:
             log.exception("discord: answering in thread %s failed", key)
             await self._report(thread, key, problem_line(e), preview, answered, first)

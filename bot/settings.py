@@ -140,12 +140,30 @@ class McpSettings(_Model):
     )
 
 
+class HealthSettings(_Model):
+    host: str = Field(
+        default="0.0.0.0", description="Address of the health server (/healthz, /readyz, "
+        "/metrics) of a process without an HTTP server of its own; 127.0.0.1 keeps it local.",
+    )  # fmt: skip
+    port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Its port (`--health-port` wins); default $PORT when set, else no health "
+        "server. Slack's HTTP mode serves the routes on its own port instead.",
+    )  # fmt: skip
+
+
 class ServeConfig(_Model):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
+    drain_seconds: float = Field(
+        default=20.0, ge=0, le=600,
+        description="On SIGTERM: how long answers in progress may take to finish (new questions "
+        "are no longer taken); any still running then get a line saying the bot restarted.",
+    )  # fmt: skip
     rate_limit: int = Field(
         default=5, ge=1, description="Questions one person may ask per rate_window seconds."
     )

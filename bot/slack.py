@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -27,6 +28,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -111,6 +113,10 @@ def delivery_key(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _same_token_warning(record: logging.LogRecord) -> bool:
+    return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 class Preview(StreamPreview):
     """The streamed answer so far, shown in the "Searching …" message by ``chat.update``."""
 
@@ -154,6 +160,9 @@ class SlackBot:
     ) -> SlackBot:
         """The Bolt app; requests over HTTP must carry a valid signature (``signing_secret``);
         Socket Mode requests come over the authenticated socket instead."""
+        # Bolt also reads SLACK_BOT_TOKEN itself and warns, on every start, that the client's
+        # token wins over it (the same token): that one line is dropped, nothing else.
+        logging.getLogger("slack_bolt.AsyncApp").addFilter(_same_token_warning)
         app = AsyncApp(
             client=client or AsyncWebClient(token=token, base_url=settings.api_url),
             signing_secret=signing_secret or "",
@@ -161,9 +170,9 @@ class SlackBot:
         )
         return cls(core, settings, app)
 
-    async def drain(self) -> None:
-        """Wait for every answer in progress (tests, shutdown)."""
-        await self._tasks.drain()
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
+        await self._tasks.drain(grace)
 
     # -- listeners ----------------------------------------------------------------------------
     async def dedupe(
@@ -207,7 +216,12 @@ class SlackBot:
         self._tasks.spawn(self._run_message(event, context, mentioned=True))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        """Thread replies without a mention (``thread_replies``); mentions come as app_mention."""
+        """A direct message to the app (``message.im``: each one is for the bot); thread replies
+        without a mention (``thread_replies``); mentions come as app_mention."""
+        if event.get("channel_type") == "im" and not event.get("subtype"):
+            if not event.get("bot_id"):
+                self._tasks.spawn(self._run_message(event, context, mentioned=True))
+            return
         thread_ts = event.get("thread_ts")
         if (
             not self.settings.thread_replies
@@ -324,6 +338,9 @@ class SlackBot:
                     channel=channel, thread_ts=thread_ts, text=part.text, blocks=part.blocks,
                     unfurl_links=False, unfurl_media=False,
                 )  # fmt: skip
+        except asyncio.CancelledError:  # shut down past the grace: never leave "Searching …"
+            await self._report(channel, thread_ts, status_ts, messages.interrupted())
+            raise
         except Exception as e:
             log.exception("slack: answering in %s (thread %s) failed", channel, thread_ts)
             await self._report(channel, thread_ts, status_ts, problem_line(e))

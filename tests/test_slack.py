@@ -8,7 +8,6 @@ the fake embedder).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -42,6 +41,7 @@ from bot.serve import http_app, run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
 from core.answer.extractive import ExtractiveAnswerer
+from core.cli import parser
 from core.cli.commands import cmd_feedback
 from core.models import Turn
 from core.store.conversations import ConversationStore
@@ -332,7 +332,7 @@ async def test_feedback_buttons_are_recorded_and_printed(
     assert records[0].question == "what is the default timeout?"
     assert records[0].sources[0]["n"] == 1 and "README.md#L9-L12" in records[0].sources[0]["url"]
 
-    args = argparse.Namespace(name="widget", db=str(w.store.path), limit=10, json=False)
+    args = parser().parse_args(["feedback", "widget", "--db", str(w.store.path), "--limit", "10"])
     assert await cmd_feedback(w.app, args) == 0
     out = capsys.readouterr().out
     assert "widget: 0 👍  2 👎" in out and "Q: what is the default timeout?" in out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from core.config import redact
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
+from core.extras import need
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
 from core.service import RepoExpert, checked_question
@@ -170,6 +172,34 @@ def _names(app: RepoExpert, args: argparse.Namespace) -> list[str]:
     return [args.name]
 
 
+async def watch_serving_health(
+    app: RepoExpert, names: list[str], show: Any, interval: float | None, port: int | None
+) -> None:
+    """``sync --watch``, with the health server when a port is given (or ``$PORT`` is set)."""
+    port = port or (int(os.environ["PORT"]) if os.environ.get("PORT") else None)
+    if port is None:
+        await watch(app, names, show, interval=interval)
+        return
+    need("aiohttp", "api", "sync --watch --health-port")
+    from core.ops.health import Probe, start_health_server
+
+    probe = Probe(app, names)
+    runner = await start_health_server(probe, "0.0.0.0", port)
+
+    def counted(name: str, r: SyncReport | Queued | BaseException) -> None:
+        outcome = "queued" if isinstance(r, Queued) else "ok" if isinstance(r, SyncReport) and \
+            r.ok else "failed"  # fmt: skip
+        probe.metrics.syncs.labels(outcome).inc()
+        if isinstance(r, BaseException):
+            probe.metrics.error(r)
+        show(name, r)
+
+    try:
+        await watch(app, names, counted, interval=interval)
+    finally:
+        await runner.cleanup()
+
+
 async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
     if not args.name and not args.all:
         raise RepoExpertError("name an instance, or give --all")
@@ -182,7 +212,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
             print(f"sync of {name} failed: {redact(str(r))}", file=sys.stderr, flush=True)
 
     if args.watch:
-        await watch(app, names, show, interval=args.interval)
+        await watch_serving_health(app, names, show, args.interval, args.health_port)
         return 0
     failed = 0
     for name in names:

@@ -1,0 +1,157 @@
+"""The bots as processes, the way a platform runs them: ``repo-expert serve slack`` in Socket
+Mode in a real subprocess (the real Bolt app and Socket Mode client, pointed at the local Slack
+stand-in; answers by a slow model, the LLM stand-in), its health server over real HTTP on
+127.0.0.1, JSON log lines, and SIGTERM: the socket closes first, the answer in progress
+finishes within ``drain_seconds`` — or, past it, its "Searching …" message says the bot
+restarted; none is left behind. ``sync --watch`` serves the same health routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from face_rig import ROOT, SERVE_FAKE, fake_serve_argv, free_port
+from prom import value
+from stub_llm_api import Reply, StubLLMServer, use_llm
+from stub_slack_api import StubSlackApi
+
+BOT_TOKEN, APP_TOKEN = "xoxb-running-test-token", "xapp-running-test-token"
+ANSWER = "The default timeout is thirty seconds [1]."
+
+
+def command_envelope(n: int, text: str) -> dict[str, Any]:
+    payload = {"token": "legacy", "team_id": "T1", "team_domain": "acme", "channel_id": "CGEN",
+               "channel_name": "general", "user_id": "U1", "user_name": "u1",
+               "command": "/repo", "text": text, "api_app_id": "A1",
+               "trigger_id": f"9.9.{n}", "response_url": "http://127.0.0.1:9/unused"}  # fmt: skip
+    return {"envelope_id": f"env-{n}", "type": "slash_commands",
+            "accepts_response_payload": True, "payload": payload}  # fmt: skip
+
+
+async def until(check: Any, within: float, what: str) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+class Process:
+    """A subprocess whose stderr is collected as it comes (so a full pipe never blocks it)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc, self.lines = proc, []
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        assert self.proc.stderr is not None
+        async for line in self.proc.stderr:
+            self.lines.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+    async def stop(self, sig: int = signal.SIGTERM, within: float = 40) -> int:
+        if self.proc.returncode is None:
+            self.proc.send_signal(sig)
+        rc = await asyncio.wait_for(self.proc.wait(), within)
+        await self._reader
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.kill()
+
+
+async def spawn(argv: list[str], env: dict[str, str]) -> Process:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, cwd=ROOT, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    return Process(proc)
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_"))}
+    env.pop("PORT", None)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return {**env, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **extra}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("outcome", ["finishes", "cut_short"])
+async def test_socket_mode_process_health_json_logs_and_sigterm_drain(
+    outcome: str, sample: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slack, llm = StubSlackApi(), StubLLMServer()
+    await slack.start()
+    await llm.start()
+    delay, grace = (2.0, 20.0) if outcome == "finishes" else (30.0, 0.5)
+    llm.default = Reply(text=ANSWER, delay=delay)
+    use_llm(sample, llm, "openai", monkeypatch, timeout=60)
+    settings = tmp_path / "serve.yaml"
+    settings.write_text(yaml.safe_dump({"slack": {"api_url": slack.base_url, "stream_interval": 0},
+                                        "drain_seconds": grace}))  # fmt: skip
+    port = free_port()
+    argv = fake_serve_argv(sample["tmp"] / "instances", sample["tmp"] / "data", "slack",
+                           "--config", str(settings), "--health-port", str(port),
+                           "--log-format", "json")  # fmt: skip
+    env = child_env(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_APP_TOKEN=APP_TOKEN,
+                    STUB_LLM_KEY=os.environ["STUB_LLM_KEY"])  # fmt: skip
+    p = await spawn(argv, env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await until(lambda: slack.socket_open.is_set() or p.proc.returncode is not None, 60,
+                    "the Socket Mode connection")  # fmt: skip
+        assert slack.socket_open.is_set(), "\n".join(p.lines)
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.get(base + "/healthz")).json() == {"ok": True}
+            ready: httpx.Response | None = None
+            for _ in range(100):  # "connected" is set just after the socket's hello
+                ready = await http.get(base + "/readyz")
+                if ready.status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            assert ready is not None and ready.status_code == 200, ready and ready.text
+            assert ready.json() == {"ready": True, "instances": 1, "indexed": 0, "problems": []}
+
+            await slack.push(command_envelope(1, "what is the default timeout?"))
+            await until(lambda: llm.requests, 60, "the model to be asked")
+            metrics = (await http.get(base + "/metrics")).text
+            assert value(metrics, "repo_expert_answers_in_progress") == 1
+        status = [c for c in slack.calls if c.method == "chat.postMessage"
+                  and "Searching" in str(c.args.get("text"))]  # fmt: skip
+        assert len(status) == 1
+        signalled = time.monotonic()
+        rc = await p.stop()
+    finally:
+        p.kill()
+        await slack.stop()
+        await llm.stop()
+    assert rc == 143, "\n".join(p.lines)
+    # The Socket Mode connection was closed by the app, cleanly, right away.
+    assert slack.socket_closed.is_set() and slack.close_code == 1000
+    assert slack.closed_at - signalled < 3
+    # The "Searching …" message is the only one ever edited, and it was: never left behind.
+    searching_ts = status[0].reply["ts"]
+    updates = [c for c in slack.calls if c.method == "chat.update"]
+    assert updates and {c.args["ts"] for c in updates} == {searching_ts}, "left behind"
+    last = updates[-1]
+    shown = json.dumps(last.args, ensure_ascii=False)
+    if outcome == "finishes":
+        assert last.at > slack.closed_at  # answered after the socket closed: drained
+        assert "thirty seconds" in shown
+    else:
+        assert "restarted before this answer was finished" in shown
+        assert last.at - signalled < 10  # the grace, not the model's 30 s
+    logs = [json.loads(line) for line in p.lines if line.strip()]  # every line is JSON
+    assert {"time", "level", "logger", "message"} <= set(logs[0])
+    text = "\n".join(str(entry) for entry in logs)
+    assert "SIGTERM: shutting down" in text and "Socket Mode connection closed" in text
+    assert BOT_TOKEN not in text and APP_TOKEN not in text
+    assert "will be unused" not in text  # Bolt's warning on every start is gone
