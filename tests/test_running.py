@@ -155,3 +155,57 @@ async def test_socket_mode_process_health_json_logs_and_sigterm_drain(
     assert "SIGTERM: shutting down" in text and "Socket Mode connection closed" in text
     assert BOT_TOKEN not in text and APP_TOKEN not in text
     assert "will be unused" not in text  # Bolt's warning on every start is gone
+
+
+@pytest.mark.asyncio
+async def test_sync_watch_serves_health_and_metrics_and_stops_on_sigterm(
+    sample: dict[str, Any],
+) -> None:
+    port = free_port()
+    argv = [sys.executable, str(SERVE_FAKE), "--instances", str(sample["tmp"] / "instances"),
+            "--data", str(sample["tmp"] / "data"), "sync", "widget", "--watch", "--interval",
+            "3600", "--health-port", str(port)]  # fmt: skip
+    p = await spawn(argv, child_env())
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            metrics = ""
+            for _ in range(600):  # the first sync builds the index
+                try:
+                    metrics = (await http.get(base + "/metrics")).text
+                except httpx.TransportError:
+                    metrics = ""
+                if value(metrics, "repo_expert_syncs_total", outcome="ok"):
+                    break
+                assert p.proc.returncode is None, "\n".join(p.lines)
+                await asyncio.sleep(0.1)
+            assert value(metrics, "repo_expert_syncs_total", outcome="ok") == 1, metrics
+            age = value(metrics, "repo_expert_index_age_seconds", instance="widget")
+            assert age is not None and 0 <= age < 120
+            ready = await http.get(base + "/readyz")
+            assert ready.status_code == 200
+            assert ready.json() == {"ready": True, "instances": 1, "indexed": 1, "problems": []}
+            assert (await http.get(base + "/healthz")).json() == {"ok": True}
+        rc = await p.stop()
+    finally:
+        p.kill()
+    assert rc == 143, "\n".join(p.lines)
+    assert any("stopped (SIGTERM)" in line or "SIGTERM" in line for line in p.lines)
+
+
+@pytest.mark.asyncio
+async def test_a_health_port_in_use_is_one_line(sample: dict[str, Any]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "core.cli", "--instances", str(sample["tmp"] / "instances"),
+                "--data", str(sample["tmp"] / "data"), "sync", "widget", "--watch",
+                "--health-port", str(port)]  # fmt: skip
+        p = await spawn(argv, child_env())
+        rc = await asyncio.wait_for(p.proc.wait(), 60)
+        await p._reader
+    assert rc == 2 and p.lines == [f"repo-expert: health server: cannot listen on 0.0.0.0:{port}: "
+                                   "Address already in use"]  # fmt: skip

@@ -125,11 +125,12 @@ def command(w: World, text: str, **kw: str) -> AsyncBoltRequest:
 
 
 def event(kind: str, text: str, ts: str, channel: str = "CGEN", user: str = "U1",
-          thread_ts: str | None = None, team: str = "T1") -> AsyncBoltRequest:  # fmt: skip
+          thread_ts: str | None = None, team: str = "T1",
+          channel_type: str = "channel", **extra: Any) -> AsyncBoltRequest:  # fmt: skip
     ev: dict[str, Any] = {"type": kind, "user": user, "text": text, "ts": ts,
-                          "channel": channel, "team": team, "event_ts": ts}  # fmt: skip
+                          "channel": channel, "team": team, "event_ts": ts, **extra}  # fmt: skip
     if kind == "message":
-        ev["channel_type"] = "channel"
+        ev["channel_type"] = channel_type
     if thread_ts:
         ev["thread_ts"] = thread_ts
     body = {"token": "legacy", "team_id": team, "api_app_id": "A1", "type": "event_callback",
@@ -253,6 +254,42 @@ async def test_mention_answers_in_its_thread_and_follow_up_gets_the_history(
     assert conversation == [Turn("what is the default timeout?", first[2])]
     assert w.stub.of("chat.postMessage")[-1]["thread_ts"] == "100.000100"
     assert [t[0] for t in await turns(w)] == ["T1:CGEN:100.000100"] * 2
+
+
+@pytest.mark.asyncio
+async def test_a_direct_message_is_answered_in_its_thread_and_followed_up(world: World) -> None:
+    w = world
+    await w.send(event("message", "what is the default timeout?", "150.000100", channel="D1",
+                       channel_type="im"))  # fmt: skip
+    await w.settle()
+    status = w.stub.of("chat.postMessage")[0]
+    assert (status["channel"], status["thread_ts"]) == ("D1", "150.000100")
+    assert "thirty seconds" in section_texts(w.stub.of("chat.update")[0]["blocks"])[0]
+    await w.send(event("message", "where is it set?", "150.000300", channel="D1",
+                       channel_type="im", thread_ts="150.000100"))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][1] is not None  # the follow-up came with the DM's first turn
+    # The bot's own messages, edits and other bots are not questions.
+    for extra in ({"subtype": "message_changed"}, {"bot_id": "B2"}):
+        await w.send(event("message", "hello", f"150.0009{len(extra)}", channel="D1",
+                           channel_type="im", **extra))  # fmt: skip
+    await w.settle()
+    assert [t[0] for t in await turns(w)] == ["T1:D1:150.000100"] * 2
+
+
+@pytest.mark.asyncio
+async def test_no_token_warning_on_start(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)  # as `serve slack` runs: Bolt reads it too
+    caplog.set_level(logging.DEBUG)
+    w = world
+    w.make_bot()
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()]
+    logging.getLogger("slack_bolt.AsyncApp").warning("another warning")  # only that one goes
+    assert [r.getMessage() for r in caplog.records if r.name == "slack_bolt.AsyncApp"] == [
+        "another warning"
+    ]
 
 
 @pytest.mark.asyncio

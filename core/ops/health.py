@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,7 @@ async def start_health_server(probe: Probe, host: str, port: int) -> web.AppRunn
         await runner.cleanup()
         from core.errors import ConfigError
 
-        raise ConfigError(f"health server: cannot listen on {host}:{port}: {e.strerror}") from None
+        why = os.strerror(e.errno) if e.errno else str(e)
+        raise ConfigError(f"health server: cannot listen on {host}:{port}: {why}") from None
     log.info("health: /healthz /readyz /metrics on http://%s:%d", host, port)
     return runner
