@@ -1,5 +1,9 @@
 """The Discord face: a discord.py client over :class:`~bot.common.ChatCore`.
 
+* A direct message is a question, answered in the DM (the DM is one conversation) with the
+  instances a DM may use: those not private nor restricted to guilds or channels.
+* 👍/👎 buttons under each answer record feedback as Slack's do (``discord_parts.py``).
+* Application commands are synced at startup only when they changed (``discord_parts.py``).
 * Mentioning the bot in a channel opens a thread on that message and answers there; later
   messages in that thread (all of them with ``thread_replies``, else those mentioning the bot)
   are follow-ups answered with the thread's earlier turns.
@@ -21,6 +25,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import discord
@@ -43,6 +48,7 @@ from .common import (
     web_url,
 )
 from .common import split_text as split
+from .discord_parts import feedback_view, parse_feedback, sync_if_changed
 from .settings import DiscordSettings
 
 log = logging.getLogger(__name__)
@@ -159,6 +165,7 @@ class DiscordBot(discord.Client):
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
+        intents.dm_messages = True  # direct messages: each one is a question
         intents.message_content = settings.thread_replies  # privileged: replies without mention
         super().__init__(
             intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options
@@ -184,8 +191,11 @@ class DiscordBot(discord.Client):
 
     async def setup_hook(self) -> None:
         if self.settings.sync_commands:
-            synced = await self.tree.sync()
-            log.info("discord: registered %d application command(s)", len(synced))
+            await sync_if_changed(self.tree, self.application_id, self.commands_file)
+
+    @property
+    def commands_file(self) -> Path:
+        return self.core.app.layout.discord_commands
 
     async def drain(self, grace: float | None = None) -> None:
         """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
@@ -290,8 +300,27 @@ class DiscordBot(discord.Client):
         assert self.user is not None
         return re.sub(rf"<@!?{self.user.id}>", " ", message.content).strip()
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """A 👍/👎 button (``discord_parts``); commands go to the tree."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: Any = interaction.data or {}
+        parsed = parse_feedback(str(data.get("custom_id", "")))
+        if parsed is None:
+            return
+        verdict, turn = parsed
+        record = await self.core.feedback("discord", turn, str(interaction.user.id), verdict)
+        text = messages.feedback_thanks(verdict) if record else messages.feedback_unknown()
+        try:
+            await interaction.response.send_message(text, ephemeral=True)
+        except discord.HTTPException as e:
+            log.warning("discord: could not thank %s for feedback: %s", interaction.user.id, e)
+
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or self.user is None or message.guild is None:
+        if message.author.bot or self.user is None:
+            return
+        if message.guild is None:  # a direct message: answered there, with a DM's instances
+            await self._in_dm(message)
             return
         mentioned = self._mentions_me(message)
         channel: Any = message.channel
@@ -340,6 +369,20 @@ class DiscordBot(discord.Client):
             pick, slot = admitted
             self._tasks.spawn(self._answer(thread, place, pick, str(message.author.id), slot))
 
+    async def _in_dm(self, message: discord.Message) -> None:
+        """Every DM is a question; the DM is one conversation (its earlier turns are the
+        history). The instances are those a DM may use: not private and not restricted to
+        guilds or channels (``Access`` with no guild)."""
+        key = str(message.channel.id)
+        place = Place("discord", None, key)
+        current = await self.core.thread_instance("discord", key)
+        admitted = await self._admit(message, place, current)
+        if admitted:
+            pick, slot = admitted
+            self._tasks.spawn(
+                self._answer(message.channel, place, pick, str(message.author.id), slot)
+            )
+
     async def _new_thread(self, message: discord.Message, channel: Any) -> None:
         place = self._place(message.guild.id if message.guild else None, channel, channel.id)
         admitted = await self._admit(message, place, None)
@@ -374,16 +417,20 @@ class DiscordBot(discord.Client):
                     if preview is not None:
                         await preview.settle()
             first, *rest = answer_messages(reply.answer)
+            view = feedback_view(reply.turn_id)  # 👍/👎 under the answer's last message
+            none: Any = discord.utils.MISSING
+            top = view if not rest else none
             if preview is not None and preview.message is not None:
                 try:
-                    await preview.message.edit(content=first.content, embeds=first.embeds)
+                    await preview.message.edit(content=first.content, embeds=first.embeds, view=top)
                     answered = preview.message
                 except discord.NotFound:  # the preview was deleted meanwhile
                     preview.message = None
             if answered is None:
-                answered = await thread.send(content=first.content, embeds=first.embeds)
-            for m in rest:
-                await thread.send(content=m.content, embeds=m.embeds)
+                answered = await thread.send(content=first.content, embeds=first.embeds, view=top)
+            for i, m in enumerate(rest, start=1):
+                last = view if i == len(rest) else none
+                await thread.send(content=m.content, embeds=m.embeds, view=last)
         except asyncio.CancelledError:  # shut down past the grace: say so where it was asked
             await self._report(thread, key, messages.interrupted(), preview, answered, first)
             raise
