@@ -24,17 +24,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import discord
 from discord import app_commands
 
-from core.models import MAX_QUESTION_CHARS, Answer
+from core.models import MAX_QUESTION_CHARS
 from core.ops.health import Probe
 
-from . import messages
+from . import discord_support, messages
 from .common import (
     Background,
     ChatCore,
@@ -44,84 +43,19 @@ from .common import (
     Slot,
     StreamPreview,
     failure_line,
-    source_label,
-    web_url,
 )
-from .common import split_text as split
 from .discord_parts import feedback_view, parse_feedback, sync_if_changed
+from .discord_render import (
+    CONTENT_LIMIT,
+    DiscordMessage,
+    answer_messages,
+    inert,
+    preview_content,
+)
 from .settings import DiscordSettings
+from .support import Support
 
 log = logging.getLogger(__name__)
-
-CONTENT_LIMIT = 2000
-EMBED_DESCRIPTION_LIMIT = 4096
-EMBED_TOTAL_LIMIT = 6000
-EMBEDS_PER_MESSAGE = 10
-SOURCES_COLOUR = 0x2B6CB0
-
-
-@dataclass
-class DiscordMessage:
-    content: str | None
-    embeds: list[discord.Embed] = field(default_factory=list)
-
-
-_CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.S)
-
-
-def inert(text: str) -> str:
-    """``text`` with every masked link broken (``[github.com](https://evil)`` shows as
-    ``[github.com] (https://evil)``: the real address, linked only as itself); code spans and
-    blocks, where Discord renders no links, are left as written."""
-    parts = _CODE.split(text)
-    return "".join(p if i % 2 else p.replace("](", "] (") for i, p in enumerate(parts))
-
-
-def _embed_size(e: discord.Embed) -> int:
-    return len(e.title or "") + len(e.description or "")
-
-
-def answer_messages(answer: Answer) -> list[DiscordMessage]:
-    """Text split at 2,000 characters, then the sources embed(s) on the last text message."""
-    text = answer.text + (f"\n-# {answer.note}" if answer.note else "")
-    if answer.unsupported:
-        text += f"\n-# {messages.unsupported(answer.unsupported)}"
-    text = inert(text)
-    out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
-    lines = []
-    for s in answer.sources:
-        where, what = source_label(s)
-        url = web_url(s.url)
-        where = discord.utils.escape_markdown(where)
-        label = f"[{where}]({url})" if url else where
-        lines.append(f"**[{s.n}]** {label} {inert(discord.utils.escape_markdown(what))}".rstrip())
-    descriptions: list[str] = []
-    for line in lines:
-        for piece in split(line, EMBED_DESCRIPTION_LIMIT):
-            if descriptions and len(descriptions[-1]) + 1 + len(piece) <= EMBED_DESCRIPTION_LIMIT:
-                descriptions[-1] += "\n" + piece
-            else:
-                descriptions.append(piece)
-    embeds = []
-    for i, d in enumerate(descriptions, start=1):
-        title = messages.SOURCES + (f" ({i}/{len(descriptions)})" if len(descriptions) > 1 else "")
-        embeds.append(discord.Embed(title=title, description=d, colour=SOURCES_COLOUR))
-    target = out[-1]
-    for e in embeds:
-        used = sum(_embed_size(x) for x in target.embeds)
-        if len(target.embeds) >= EMBEDS_PER_MESSAGE or used + _embed_size(e) > EMBED_TOTAL_LIMIT:
-            target = DiscordMessage(content=None)
-            out.append(target)
-        target.embeds.append(e)
-    return out
-
-
-def preview_content(text: str) -> str:
-    """A streamed answer so far, clipped to one message, with the "preview" line under it."""
-    marker = f"\n-# {messages.WRITING}"
-    room = CONTENT_LIMIT - len(marker)
-    body = text if len(text) <= room else text[: room - 1] + "…"
-    return inert(body) + marker
 
 
 class Preview(StreamPreview):
@@ -166,13 +100,17 @@ class DiscordBot(discord.Client):
         intents.guilds = True
         intents.guild_messages = True
         intents.dm_messages = True  # direct messages: each one is a question
-        intents.message_content = settings.thread_replies  # privileged: replies without mention
+        support = Support(core.config.support, "discord")
+        # Privileged: replies and support-channel messages without a mention.
+        intents.message_content = settings.thread_replies or bool(support)
+        intents.guild_reactions = bool(support)  # the stop reaction
         super().__init__(
             intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options
         )
         self.core, self.settings = core, settings
         self.tree = app_commands.CommandTree(self)
         self._tasks = Background("discord")
+        self.support = support
         self.probe = probe
         if probe is not None:
             probe.waiting("discord")
@@ -196,6 +134,12 @@ class DiscordBot(discord.Client):
     @property
     def commands_file(self) -> Path:
         return self.core.app.layout.discord_commands
+
+    def spawn(self, coro: Any) -> None:
+        self._tasks.spawn(coro)
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        discord_support.on_reaction(self, payload)
 
     async def drain(self, grace: float | None = None) -> None:
         """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
@@ -326,6 +270,9 @@ class DiscordBot(discord.Client):
         channel: Any = message.channel
         if _is_thread(channel) or isinstance(channel, discord.PartialMessageable):
             key = str(channel.id)
+            if self.support and not mentioned:
+                if await discord_support.in_thread(self, message, channel):
+                    return
             current = await self.core.thread_instance("discord", key)
             wanted = mentioned or (current is not None and self.settings.thread_replies)
             if not wanted:
@@ -337,6 +284,8 @@ class DiscordBot(discord.Client):
                 return
         if mentioned:
             await self._new_thread(message, channel)
+        elif self.support:
+            discord_support.in_channel(self, message, channel)
 
     async def _admit(
         self, message: discord.Message, place: Place, current: str | None

@@ -47,7 +47,7 @@ from .common import (
     StreamPreview,
     failure_line,
 )
-from .settings import SlackSettings
+from .settings import SlackSettings, SupportChannel
 from .slack_blocks import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
@@ -56,6 +56,7 @@ from .slack_blocks import (
     escape,
     preview_message,
 )
+from .support import Support
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +142,12 @@ class SlackBot:
         self.client: AsyncWebClient = app.client
         self._tasks = Background("slack")
         self._once = Once()
+        self.support = Support(core.config.support, "slack")
         app.middleware(self.dedupe)
         app.command(settings.command)(self.on_command)
         app.event("app_mention")(self.on_mention)
         app.event("message")(self.on_message)
+        app.event("reaction_added")(self.on_reaction)
         app.action(FEEDBACK_UP)(self.on_feedback)
         app.action(FEEDBACK_DOWN)(self.on_feedback)
         app.error(self.on_error)
@@ -223,13 +226,27 @@ class SlackBot:
                 self._tasks.spawn(self._run_message(event, context, mentioned=True))
             return
         thread_ts = event.get("thread_ts")
+        mentions_me = f"<@{context.bot_user_id}>" in event.get("text", "")
+        if self.support and not event.get("subtype") and not event.get("bot_id"):
+            place = Place("slack", event.get("team") or context.team_id, event["channel"])
+            root = thread_ts or event.get("ts", "")
+            if self.support.says_stop(event.get("text", "")):
+                self.support.stop(thread_key(place, root))
+                self.support.count(self.core, "stopped")
+                return
+            ch = self.support.channel(event["channel"])
+            if ch is not None and not thread_ts and not mentions_me:
+                self._tasks.spawn(self._support(event, context, place, ch))
+                return
+            if thread_ts and self.support.stopped(thread_key(place, thread_ts)):
+                return  # people asked the bot to keep out of this thread
         if (
             not self.settings.thread_replies
             or event.get("subtype")
             or event.get("bot_id")
             or not thread_ts
             or thread_ts == event.get("ts")
-            or f"<@{context.bot_user_id}>" in event.get("text", "")
+            or mentions_me
         ):
             return
         self._tasks.spawn(self._run_message(event, context, mentioned=False))
@@ -248,6 +265,19 @@ class SlackBot:
                 channel=channel, user=user, text=text,
                 thread_ts=body.get("message", {}).get("thread_ts"),
             )  # fmt: skip
+
+    async def on_reaction(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        """``stop_reaction`` on a message of a support channel stops unasked answers in its
+        thread (the reacted message's own ts, or the thread it is in: Slack gives only the ts,
+        and either is the key of a thread the bot answered)."""
+        item = event.get("item") or {}
+        if not self.support or event.get("reaction") != self.support.settings.stop_reaction:
+            return
+        if item.get("type") != "message" or self.support.channel(item.get("channel", "")) is None:
+            return
+        place = Place("slack", context.team_id, item["channel"])
+        self.support.stop(thread_key(place, str(item.get("ts"))))
+        self.support.count(self.core, "stopped")
 
     async def on_error(self, error: Exception, body: dict[str, Any]) -> None:
         log.error("slack: unhandled error in a listener (%s)", body.get("type"), exc_info=error)
@@ -310,6 +340,55 @@ class SlackBot:
         finally:
             slot.release()
 
+    async def _support(
+        self, event: dict[str, Any], context: AsyncBoltContext, place: Place, ch: SupportChannel
+    ) -> None:
+        """A new top-level message in a support channel: answered in its thread only when
+        retrieval is confident and an answer was found; else silence (or ``ch.reaction``). No
+        "Searching …" message (it could be for nothing): 👀 while working."""
+        text = clean_text(event.get("text", ""), context.bot_user_id)
+        ts, user = event["ts"], event.get("user", "")
+        name = ch.instance or self.core.access.default(place)
+        if not text or len(text) > MAX_QUESTION_CHARS or name is None:
+            return
+        if not self.core.access.allows(name, place):
+            log.warning("slack: support channel %s: instance %s is not allowed there", ch.channel,
+                        name)  # fmt: skip
+            return
+        slot = self.core.limits.admit(f"slack:{place.space}:{user}")
+        if isinstance(slot, Refusal):
+            return  # unasked: no refusal to anyone
+        key = thread_key(place, ts)
+        try:
+            if not await self.support.confident(self.core, name, text, ch):
+                await self._unsure(ch, place.channel, ts)
+                return
+            reacted = await self._react("reactions_add", place.channel, ts)
+            try:
+                reply = await self.core.ask(place, key, Pick(name, text), user)
+                if reply.answer.no_answer:  # the answerer found nothing: stay out of it
+                    self.support.stop(key)
+                    self.support.count(self.core, "silent")
+                    await self._unsure(ch, place.channel, ts)
+                    return
+                for part in answer_messages(reply.answer, reply.turn_id):
+                    await self.client.chat_postMessage(
+                        channel=place.channel, thread_ts=ts, text=part.text, blocks=part.blocks,
+                        unfurl_links=False, unfurl_media=False,
+                    )  # fmt: skip
+                self.support.count(self.core, "answered")
+            finally:
+                if reacted:
+                    await self._react("reactions_remove", place.channel, ts)
+        except Exception:
+            log.exception("slack: support answer in %s failed (nothing was posted)", ch.channel)
+        finally:
+            slot.release()
+
+    async def _unsure(self, ch: SupportChannel, channel: str, ts: str) -> None:
+        if ch.otherwise == "react":
+            await self._react("reactions_add", channel, ts, ch.reaction or "thinking_face")
+
     async def _answer(self, place: Place, thread_ts: str, pick: Pick, user: str) -> None:
         """Post "Searching …" in the thread, then replace it with the answer (continued in
         further messages if long); on failure, with one line saying so."""
@@ -366,10 +445,11 @@ class SlackBot:
             log.error("slack: could not reply to %s in %s: %s (%s)", user, place.channel, text,
                       e.response.get("error"))  # fmt: skip
 
-    async def _react(self, method: str, channel: str, ts: str) -> bool:
+    async def _react(self, method: str, channel: str, ts: str, name: str = WORKING_REACTION
+                     ) -> bool:  # fmt: skip
         """The working reaction is a nicety: without the scope the answer still comes."""
         try:
-            await getattr(self.client, method)(channel=channel, timestamp=ts, name=WORKING_REACTION)
+            await getattr(self.client, method)(channel=channel, timestamp=ts, name=name)
             return True
         except SlackApiError as e:
             log.warning("slack: %s failed in %s: %s (needed: %s)", method, channel,

@@ -168,10 +168,13 @@ class StubDiscordApi(LocalServer):
                 ]
             )
         if m == "POST" and (hit := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path)):
-            tid = next(self._ids)
+            tid = int(hit.group(2))  # as Discord does: a thread on a message has the message's id
             thread = thread_payload(tid, int(hit.group(1)), body["name"])
             self.channels[tid] = thread
             return self._json(thread, 201)
+        if m in ("PUT", "DELETE") and re.fullmatch(r"/channels/\d+/messages/\d+/reactions/.+",
+                                                 path):  # fmt: skip
+            return web.Response(status=204)
         if m == "POST" and re.fullmatch(r"/channels/\d+/typing", path):
             return web.Response(status=204)
         if m == "POST" and (hit := re.fullmatch(r"/channels/(\d+)/messages", path)):
