@@ -209,3 +209,63 @@ async def test_a_health_port_in_use_is_one_line(sample: dict[str, Any]) -> None:
         await p._reader
     assert rc == 2 and p.lines == [f"repo-expert: health server: cannot listen on 0.0.0.0:{port}: "
                                    "Address already in use"]  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_readiness_waits_for_connections_and_names_an_unreachable_store(
+    sample: dict[str, Any],
+) -> None:
+    from aiohttp import web
+    from stub_http import LocalServer
+
+    from core.ops.health import Probe
+
+    broken = {"on": False}
+
+    async def store_check() -> None:
+        if broken["on"]:
+            raise OSError(f"cannot reach postgresql://rx:{BOT_TOKEN}@db/rx")
+
+    probe = Probe(sample["app"], ["widget"])
+    probe.check("conversations store", store_check)
+    probe.waiting("discord")
+    app = web.Application()
+    probe.add_routes(app)
+    server = LocalServer(app)
+    await server.start()
+    os.environ["SLACK_BOT_TOKEN"] = BOT_TOKEN  # a known secret: redacted from the line
+    try:
+        async with httpx.AsyncClient() as http:
+            r = await http.get(server.address("/readyz"))
+            assert r.status_code == 503
+            assert r.json()["problems"] == ["discord: not connected"]
+            probe.up("discord")
+            assert (await http.get(server.address("/readyz"))).status_code == 200
+            broken["on"] = True
+            r = await http.get(server.address("/readyz"))
+            assert r.status_code == 503
+            (line,) = r.json()["problems"]
+            assert line.startswith("conversations store: cannot reach") and BOT_TOKEN not in line
+            assert (await http.get(server.address("/healthz"))).status_code == 200  # alive
+    finally:
+        os.environ.pop("SLACK_BOT_TOKEN", None)
+        await server.stop()
+
+
+def test_json_log_lines_are_redacted_tracebacks_included(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from core.ops.logs import JsonFormatter
+
+    monkeypatch.setenv("SLACK_BOT_TOKEN", BOT_TOKEN)
+    try:
+        raise ValueError(f"bad token {BOT_TOKEN}")
+    except ValueError:
+        import sys as _sys
+
+        rec = logging.LogRecord("bot.slack", logging.ERROR, __file__, 1, "failed with %s",
+                                (BOT_TOKEN,), _sys.exc_info())  # fmt: skip
+    out = json.loads(JsonFormatter().format(rec))
+    assert out["level"] == "error" and out["logger"] == "bot.slack"
+    assert out["message"] == "failed with ***" and "ValueError: bad token ***" in out["exc"]
+    assert BOT_TOKEN not in json.dumps(out)

@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 import pytest
 import pytest_asyncio
+from prom import value
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -528,6 +529,10 @@ async def test_http_mode_verifies_signatures_over_real_http(world: World) -> Non
         async with aiohttp.ClientSession() as http:
             async with http.get(server.address("/healthz")) as r:
                 assert r.status == 200 and await r.json() == {"ok": True}
+            async with http.get(server.address("/readyz")) as r:
+                assert r.status == 200 and (await r.json())["ready"] is True
+            async with http.get(server.address("/metrics")) as r:
+                assert value(await r.text(), "repo_expert_answers_in_progress") == 0
             body = command_body(w, "what is the default timeout?")
             for secret, status in (("not-the-secret", 401), (SECRET, 200)):
                 req = signed(body, "application/x-www-form-urlencoded", secret)
