@@ -187,6 +187,8 @@ async def run_discord(
 
     from .discord import DiscordBot
 
+    # discord.py keeps the REST base on its Route class: one Discord client per process.
+    discord.http.Route.BASE = config.discord.api_url.rstrip("/")
     bot = DiscordBot(core, config.discord, probe=probe)
     async with bot:
         try:

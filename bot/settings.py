@@ -71,6 +71,11 @@ class SlackSettings(_Model):
 
 class DiscordSettings(_Model):
     command: str = Field(default="ask", description="Name of the application (slash) command.")
+    api_url: str = Field(
+        default="https://discord.com/api/v10",
+        description="Base URL of the Discord REST API (the gateway's address comes from it); "
+        "a local stand-in for tests.",
+    )
     thread_replies: bool = Field(
         default=True,
         description="Answer every message in a thread the bot answered (needs the Message "
@@ -86,6 +91,13 @@ class DiscordSettings(_Model):
         "the text so far, edited at most once per this many seconds (Discord allows about 5 "
         "edits per 5 s per channel), then replaced by the answer; 0: no previews.",
     )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", v):
+            raise ValueError("expected an http(s) URL such as https://discord.com/api/v10")
+        return v.rstrip("/")
 
 
 class ApiSettings(_Model):

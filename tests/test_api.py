@@ -80,6 +80,7 @@ async def test_health_openapi_page_and_every_error_is_one_json_line(rig: Rig) ->
         "/v1/feedback",
         "/v1/instances",
         "/metrics",
+        "/readyz",
     } <= set(doc["paths"])
     page = await get(api.url + "/")
     assert page.headers["content-type"].startswith("text/html") and "app.js" in page.text
