@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from core.errors import ConfigError, RepoExpertError
@@ -187,8 +188,9 @@ async def run_discord(
 
     from .discord import DiscordBot
 
-    # discord.py keeps the REST base on its Route class: one Discord client per process.
+    # discord.py keeps the REST base and the gateway on its classes: one client per process.
     discord.http.Route.BASE = config.discord.api_url.rstrip("/")
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(config.discord.gateway_url)
     bot = DiscordBot(core, config.discord, probe=probe)
     async with bot:
         try:

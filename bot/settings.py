@@ -73,8 +73,12 @@ class DiscordSettings(_Model):
     command: str = Field(default="ask", description="Name of the application (slash) command.")
     api_url: str = Field(
         default="https://discord.com/api/v10",
-        description="Base URL of the Discord REST API (the gateway's address comes from it); "
-        "a local stand-in for tests.",
+        description="Base URL of the Discord REST API; a local stand-in for tests.",
+    )
+    gateway_url: str = Field(
+        default="wss://gateway.discord.gg/",
+        description="The gateway's websocket address (a local stand-in for tests).",
+        pattern=r"^wss?://\S+$",
     )
     thread_replies: bool = Field(
         default=True,

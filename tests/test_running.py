@@ -1,9 +1,11 @@
 """The bots as processes, the way a platform runs them: ``repo-expert serve slack`` in Socket
-Mode in a real subprocess (the real Bolt app and Socket Mode client, pointed at the local Slack
-stand-in; answers by a slow model, the LLM stand-in), its health server over real HTTP on
-127.0.0.1, JSON log lines, and SIGTERM: the socket closes first, the answer in progress
-finishes within ``drain_seconds`` — or, past it, its "Searching …" message says the bot
-restarted; none is left behind. ``sync --watch`` serves the same health routes."""
+Mode and ``serve discord`` in real subprocesses (the real Bolt app and Socket Mode client, the
+real discord.py client and gateway connection, pointed at the local Slack and Discord
+stand-ins; answers by a slow model, the LLM stand-in), their health servers over real HTTP on
+127.0.0.1, JSON log lines, and SIGTERM: Slack's socket closes first, the answer in progress
+finishes within ``drain_seconds`` — or, past it, its "Searching …" message (Discord: its
+thread) says the bot restarted; none is left behind; the connections close with code 1000.
+``sync --watch`` serves the same health routes."""
 
 from __future__ import annotations
 
@@ -269,3 +271,70 @@ def test_json_log_lines_are_redacted_tracebacks_included(monkeypatch: pytest.Mon
     assert out["level"] == "error" and out["logger"] == "bot.slack"
     assert out["message"] == "failed with ***" and "ValueError: bad token ***" in out["exc"]
     assert BOT_TOKEN not in json.dumps(out)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("outcome", ["finishes", "cut_short"])
+async def test_discord_process_readiness_and_sigterm_drain(
+    outcome: str, sample: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stub_bot_core import GENERAL
+    from stub_discord_api import BOT_ID, StubDiscordApi, message_payload, user_payload
+
+    api, llm = StubDiscordApi(), StubLLMServer()
+    api.guild_channels = [GENERAL]
+    await api.start()
+    await llm.start()
+    delay, grace = (2.0, 20.0) if outcome == "finishes" else (30.0, 0.5)
+    llm.default = Reply(text=ANSWER, delay=delay)
+    use_llm(sample, llm, "openai", monkeypatch, timeout=60)
+    settings = tmp_path / "serve.yaml"
+    gateway = f"ws://127.0.0.1:{api.port}/gateway"
+    settings.write_text(yaml.safe_dump({"discord": {"api_url": api.base, "gateway_url": gateway,
+                                                    "stream_interval": 0},
+                                        "drain_seconds": grace}))  # fmt: skip
+    port = free_port()
+    argv = fake_serve_argv(sample["tmp"] / "instances", sample["tmp"] / "data", "discord",
+                           "--config", str(settings), "--health-port", str(port))  # fmt: skip
+    token = "discord-running-test-token"
+    p = await spawn(argv, child_env(DISCORD_TOKEN=token, STUB_LLM_KEY=os.environ["STUB_LLM_KEY"]))
+    base = f"http://127.0.0.1:{port}"
+    mid = 150000000000000001
+    try:
+        await until(lambda: api.identified.is_set() or p.proc.returncode is not None, 60,
+                    "the gateway IDENTIFY")  # fmt: skip
+        assert api.identified.is_set(), "\n".join(p.lines)
+        async with httpx.AsyncClient(timeout=10) as http:
+            ready: httpx.Response | None = None
+            for _ in range(200):  # ready once the guild arrived (on_ready)
+                try:
+                    ready = await http.get(base + "/readyz")
+                    if ready.status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.05)
+            assert ready is not None and ready.status_code == 200, ready and ready.text
+        bot = user_payload(BOT_ID, "repo-expert", bot=True)
+        ana = user_payload(110000000000000042, "ana")
+        await api.dispatch("MESSAGE_CREATE", message_payload(
+            mid, GENERAL, f"<@{BOT_ID}> what is the default timeout?", ana, [bot]))  # fmt: skip
+        await until(lambda: llm.requests, 60, "the model to be asked")
+        signalled = time.monotonic()
+        rc = await p.stop()
+    finally:
+        p.kill()
+        await api.stop()
+        await llm.stop()
+    assert rc == 143, "\n".join(p.lines)
+    assert api.gateway_closed.is_set() and api.close_code == 1000  # closed cleanly
+    sent = [c for c in api.calls if c.method == "POST" and c.path == f"/channels/{mid}/messages"]
+    assert sent, "nothing was said in the thread"
+    last = sent[-1]
+    if outcome == "finishes":
+        assert "thirty seconds" in last.body["content"] and last.at > signalled
+        assert api.closed_at >= last.at  # answered, then disconnected
+    else:
+        assert "restarted before this answer was finished" in last.body["content"]
+        assert last.at - signalled < 10
+    assert token not in "\n".join(p.lines)
