@@ -78,6 +78,21 @@ async def spawn(argv: list[str], env: dict[str, str]) -> Process:
     return Process(proc)
 
 
+async def ready_within(http: httpx.AsyncClient, base: str, seconds: float) -> Any:
+    """The /readyz body once it says 200 (the last answer in the failure otherwise)."""
+    deadline, last = time.monotonic() + seconds, "no answer"
+    while time.monotonic() < deadline:
+        try:
+            r = await http.get(base + "/readyz")
+            if r.status_code == 200:
+                return r.json()
+            last = r.text
+        except httpx.TransportError as e:
+            last = repr(e)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not ready within {seconds} s: {last}")
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "DISCORD_"))}
     env.pop("PORT", None)
@@ -113,14 +128,8 @@ async def test_socket_mode_process_health_json_logs_and_sigterm_drain(
         assert slack.socket_open.is_set(), "\n".join(p.lines)
         async with httpx.AsyncClient(timeout=10) as http:
             assert (await http.get(base + "/healthz")).json() == {"ok": True}
-            ready: httpx.Response | None = None
-            for _ in range(100):  # "connected" is set just after the socket's hello
-                ready = await http.get(base + "/readyz")
-                if ready.status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
-            assert ready is not None and ready.status_code == 200, ready and ready.text
-            assert ready.json() == {"ready": True, "instances": 1, "indexed": 0, "problems": []}
+            ready = await ready_within(http, base, 5)  # "connected" comes just after the hello
+            assert ready == {"ready": True, "instances": 1, "indexed": 0, "problems": []}
 
             await slack.push(command_envelope(1, "what is the default timeout?"))
             await until(lambda: llm.requests, 60, "the model to be asked")
@@ -305,16 +314,7 @@ async def test_discord_process_readiness_and_sigterm_drain(
                     "the gateway IDENTIFY")  # fmt: skip
         assert api.identified.is_set(), "\n".join(p.lines)
         async with httpx.AsyncClient(timeout=10) as http:
-            ready: httpx.Response | None = None
-            for _ in range(200):  # ready once the guild arrived (on_ready)
-                try:
-                    ready = await http.get(base + "/readyz")
-                    if ready.status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
-            assert ready is not None and ready.status_code == 200, ready and ready.text
+            await ready_within(http, base, 10)  # ready once the guild arrived (on_ready)
         bot = user_payload(BOT_ID, "repo-expert", bot=True)
         ana = user_payload(110000000000000042, "ana")
         await api.dispatch("MESSAGE_CREATE", message_payload(

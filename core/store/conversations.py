@@ -16,6 +16,7 @@ the file: it is opened in WAL mode with a busy timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -115,12 +116,8 @@ class Unanswered:
     created: float
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "turn": self.turn_id, "platform": self.platform, "thread": self.thread,
-            "instance": self.instance, "question": self.question, "answer": self.answer,
-            "sources": self.sources, "no_answer": self.no_answer, "down": self.down,
-            "created": self.created,
-        }  # fmt: skip
+        d = dataclasses.asdict(self)
+        return {"turn": d.pop("turn_id"), **d}
 
 
 # Both stores select the same columns for :meth:`unanswered` (``?`` / ``$n`` differ).
