@@ -42,6 +42,9 @@ class Place:
     platform: Platform
     space: str | None  # Slack team id, Discord guild id; None for a Discord DM
     channel: str
+    # A Discord DM: the guilds the asker is a member of — an instance allowed in one of them
+    # (and not restricted to channels) may answer there.
+    member_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,10 @@ class Access:
 
     def allows(self, name: str, place: Place) -> bool:
         inst = self.instances.get(name)
-        return inst is not None and inst.access.allows(place.platform, place.space, place.channel)
+        if inst is None:
+            return False
+        spaces = (place.space, *place.member_of)
+        return any(inst.access.allows(place.platform, sp, place.channel) for sp in spaces)
 
     def allowed(self, place: Place) -> list[str]:
         return [n for n in sorted(self.instances) if self.allows(n, place)]

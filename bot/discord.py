@@ -1,7 +1,8 @@
 """The Discord face: a discord.py client over :class:`~bot.common.ChatCore`.
 
 * A direct message is a question, answered in the DM (the DM is one conversation) with the
-  instances a DM may use: those not private nor restricted to guilds or channels.
+  asker's instances: those allowed in a guild they are a member of (without a channel list),
+  and those open everywhere.
 * 👍/👎 buttons under each answer record feedback as Slack's do (``discord_parts.py``).
 * Application commands are synced at startup only when they changed (``discord_parts.py``).
 * Mentioning the bot in a channel opens a thread on that message and answers there; later
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,8 @@ from .settings import DiscordSettings
 from .support import Support
 
 log = logging.getLogger(__name__)
+
+MEMBERS_TTL = 600.0  # seconds a DM asker's guild memberships are remembered
 
 
 class Preview(StreamPreview):
@@ -110,6 +114,7 @@ class DiscordBot(discord.Client):
         self.core, self.settings = core, settings
         self.tree = app_commands.CommandTree(self)
         self._tasks = Background("discord")
+        self._members: dict[int, tuple[float, tuple[str, ...]]] = {}  # user → (when, guilds)
         self.support = support
         self.probe = probe
         if probe is not None:
@@ -320,10 +325,11 @@ class DiscordBot(discord.Client):
 
     async def _in_dm(self, message: discord.Message) -> None:
         """Every DM is a question; the DM is one conversation (its earlier turns are the
-        history). The instances are those a DM may use: not private and not restricted to
-        guilds or channels (``Access`` with no guild)."""
+        history). The instances are the asker's: those allowed in a guild they are a member of
+        (not restricted to channels: a DM is no channel of it), and the ones open everywhere."""
         key = str(message.channel.id)
-        place = Place("discord", None, key)
+        guilds = await self._member_of(message.author.id)
+        place = Place("discord", None, key, member_of=guilds)
         current = await self.core.thread_instance("discord", key)
         admitted = await self._admit(message, place, current)
         if admitted:
@@ -331,6 +337,25 @@ class DiscordBot(discord.Client):
             self._tasks.spawn(
                 self._answer(message.channel, place, pick, str(message.author.id), slot)
             )
+
+    async def _member_of(self, user_id: int) -> tuple[str, ...]:
+        """The bot's guilds ``user_id`` is a member of, asked of Discord (one call per guild;
+        no privileged members intent needed), remembered for ``MEMBERS_TTL`` seconds."""
+        now = time.monotonic()
+        known = self._members.get(user_id)
+        if known is not None and now - known[0] < MEMBERS_TTL:
+            return known[1]
+        found = []
+        for guild in self.guilds:
+            try:
+                await guild.fetch_member(user_id)
+                found.append(str(guild.id))
+            except discord.NotFound:
+                pass
+            except discord.HTTPException as e:  # unknown: not counted as a member
+                log.warning("discord: cannot check membership in guild %s: %s", guild.id, e)
+        self._members[user_id] = (now, tuple(found))
+        return tuple(found)
 
     async def _new_thread(self, message: discord.Message, channel: Any) -> None:
         place = self._place(message.guild.id if message.guild else None, channel, channel.id)

@@ -113,6 +113,7 @@ class StubDiscordApi(LocalServer):
         # The gateway (a real websocket, for a bot in a process of its own): what it was told,
         # when it closed and how.
         self.guild_channels: list[int] = []
+        self.members: set[int] = set()  # the users GET /guilds/{g}/members/{u} finds
         self.identified = asyncio.Event()
         self.gateway_closed = asyncio.Event()
         self.close_code: int | None = None
@@ -181,6 +182,13 @@ class StubDiscordApi(LocalServer):
             if method == request.method and rx.search(path):
                 return self._json(err, status)
         m = request.method
+        if m == "GET" and (hit := re.fullmatch(r"/guilds/\d+/members/(\d+)", path)):
+            uid = int(hit.group(1))
+            if uid not in self.members:
+                return self._json({"message": "Unknown Member", "code": 10007}, 404)
+            return self._json({"user": user_payload(uid, f"u{uid}"), "roles": [],
+                               "joined_at": NOW, "deaf": False, "mute": False,
+                               "flags": 0})  # fmt: skip
         if m == "GET" and path == "/gateway/bot":
             limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
             return self._json({"url": f"ws://127.0.0.1:{self.port}/gateway", "shards": 1,

@@ -483,18 +483,28 @@ async def test_feedback_buttons_under_the_answer_are_recorded_like_slacks(world:
 async def test_a_direct_message_is_answered_there_with_a_dms_instances(world: World) -> None:
     w = world
     dm = 140000000000000001
+    w.stub.members = {int(ANA["id"])}  # ana is a member of the guild, bea is not
+    inst = w.sample["tmp"] / "instances"  # guildonly: private, the guild only (no channel list)
+    (inst / "guildonly.yaml").write_text(
+        (inst / "secret.yaml").read_text().replace(f", channels: [{SECRET_CH}]", "")
+    )
+    await w.start()
+    w.state.parse_message_create(message_payload(next(_ids), dm, "what is the default timeout?",
+                                                 ANA, guild=False))  # fmt: skip
+    await w.settle()
+    assert "guildonly" in w.sent(dm)[-1]["content"]  # two are hers here: which one?
     w.state.parse_message_create(
-        message_payload(next(_ids), dm, "what is the default timeout?", ANA, guild=False)
+        message_payload(next(_ids), dm, "widget what is the default timeout?", ANA, guild=False)
     )
     await w.settle()
-    (msg,) = w.sent(dm)  # in the DM itself (no thread there), with the buttons
+    msg = w.sent(dm)[-1]  # in the DM itself (no thread there), with the buttons
     assert "thirty seconds" in msg["content"] and len(components(msg)) == 2
     assert not w.stub.of("POST", r"/threads$")
     w.state.parse_message_create(message_payload(next(_ids), dm, "where is it set?", ANA,
                                                  guild=False))  # fmt: skip
     await w.settle()
     assert w.recorder.calls[-1][1] is not None  # a follow-up: the DM is one conversation
-    # Only instances open to a DM: "secret" (guild-only) and "team" (channel-only) are not.
+    # Not "secret" nor "team": restricted to channels, and a DM is no channel of the guild.
     w.state.parse_message_create(message_payload(next(_ids), dm, "secret what is it?", ANA,
                                                  guild=False))  # fmt: skip
     await w.settle()
@@ -504,6 +514,17 @@ async def test_a_direct_message_is_answered_there_with_a_dms_instances(world: Wo
     await w.settle()
     assert "team" in w.sent(dm)[-1]["content"]  # refused: not available here
     assert len(w.recorder.calls) == 3
+    # An instance of the guild only: ana (a member) may use it in her DM; bea may not.
+    w.state.parse_message_create(message_payload(next(_ids), dm, "guildonly themes?", ANA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][0] == "themes?" and len(w.recorder.calls) == 4
+    dm2 = 140000000000000002
+    w.state.parse_message_create(message_payload(next(_ids), dm2, "guildonly themes?", BEA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][0] == "guildonly themes?"  # just words to bea: widget answers
+    assert len(w.stub.of("GET", r"^/guilds/\d+/members/")) == 2  # once per asker (remembered)
 
 
 @pytest.mark.asyncio
