@@ -212,6 +212,10 @@ class SlackBot:
         if isinstance(slot, Refusal):
             await ack(text=slot.message, response_type="ephemeral")
             return
+        if self._tasks.closing:  # shutting down (HTTP mode still acks while it drains)
+            slot.release()
+            await ack(text=messages.restarting(), response_type="ephemeral")
+            return
         await ack()
         self._tasks.spawn(self._run_command(place, pick, user, respond, slot))
 

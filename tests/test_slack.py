@@ -549,6 +549,19 @@ async def test_http_mode_verifies_signatures_over_real_http(world: World) -> Non
     assert len(w.stub.of("chat.update")) == 1  # only the signed request was answered
 
 
+@pytest.mark.asyncio
+async def test_a_command_while_shutting_down_is_told_to_ask_again(world: World) -> None:
+    w = world
+    assert w.bot is not None
+    await w.bot.drain(grace=0)  # what SIGTERM does: nothing in progress, no new work
+    resp = await w.send(command(w, "what is the default timeout?"))
+    assert ack_text(resp) == "The bot is restarting: please ask again in a minute."
+    await w.send(mention("what is the default timeout?", "400.000100"))
+    await w.settle()
+    assert not w.stub.of("chat.postMessage") and w.recorder.calls == []
+    assert w.bot.core.limits.active == 0  # no slot kept
+
+
 # -- Socket Mode and logs ------------------------------------------------------------------------
 async def until(check: Any, within: float = 5) -> None:
     deadline = time.monotonic() + within
