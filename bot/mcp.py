@@ -210,7 +210,10 @@ async def serve_mcp(app: RepoExpert, config: ServeConfig, http: str | None = Non
         asgi = guard(server.streamable_http_app(host=host), config)
         log.info("mcp: listening on http://%s:%d/mcp", host, port)
         web_server = uvicorn.Server(
-            uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
+            # log_config=None: uvicorn's loggers go through ours (redacted; text or JSON lines).
+            uvicorn.Config(
+                asgi, host=host, port=port, log_level="warning", lifespan="on", log_config=None
+            )
         )
         try:
             await web_server.serve()
