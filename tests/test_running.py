@@ -338,3 +338,25 @@ async def test_discord_process_readiness_and_sigterm_drain(
         assert "restarted before this answer was finished" in last.body["content"]
         assert last.at - signalled < 10
     assert token not in "\n".join(p.lines)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("platform", ["api", "webhooks"])
+async def test_http_processes_are_ready_then_stop_on_sigterm(
+    platform: str, sample: dict[str, Any]
+) -> None:
+    inst = sample["tmp"] / "instances" / "widget.yaml"
+    inst.write_text(inst.read_text() + "webhook_secret: a-test-secret\n")
+    port = free_port()
+    argv = fake_serve_argv(sample["tmp"] / "instances", sample["tmp"] / "data", platform,
+                           "--host", "127.0.0.1", "--port", str(port))  # fmt: skip
+    p = await spawn(argv, child_env())
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            body = await ready_within(http, f"http://127.0.0.1:{port}", 30)
+            assert body == {"ready": True, "instances": 1, "indexed": 0, "problems": []}
+        rc = await p.stop(within=20)
+    finally:
+        p.kill()
+    assert rc == 143, "\n".join(p.lines)
+    assert any("SIGTERM: shutting down" in line for line in p.lines)
