@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
-from core.models import Answer, Source
+from core.models import Answer, Retrieval, Source
 from core.ops.metrics import Metrics
 from core.service import Conversations, OnText, RepoExpert
 from core.store.conversations import FeedbackRecord, Verdict
@@ -199,10 +199,17 @@ class ChatCore:
         self.metrics = metrics or Metrics()
 
     async def ask(
-        self, place: Place, thread: str, pick: Pick, user: str, on_text: OnText | None = None
+        self,
+        place: Place,
+        thread: str,
+        pick: Pick,
+        user: str,
+        on_text: OnText | None = None,
+        retrieval: Retrieval | None = None,
     ) -> Reply:
         """Answer ``pick`` in ``thread`` with the thread's earlier turns, and record the turn.
-        ``on_text``: the streamed preview, where the answerer streams (``RepoExpert.ask``)."""
+        ``on_text``: the streamed preview, where the answerer streams; ``retrieval``: what was
+        already found for this question (``RepoExpert.ask``)."""
         if not self.access.allows(pick.instance, place):  # the adapters checked; make sure
             raise NotAllowed(f"instance {pick.instance} is not allowed in {place}")
         n = self.config.history_turns
@@ -211,8 +218,9 @@ class ChatCore:
         try:
             history = await self.store.history(place.platform, thread, n) if n else []
             answer = await self.app.ask(
-                pick.instance, pick.question, conversation=history or None, on_text=on_text
-            )
+                pick.instance, pick.question, conversation=history or None, on_text=on_text,
+                retrieval=retrieval,
+            )  # fmt: skip
             turn = await self.store.add_turn(
                 place.platform, thread, pick.instance, user, pick.question, answer
             )

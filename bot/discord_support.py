@@ -109,11 +109,13 @@ async def answer_unasked(
     key = str(message.id)  # a thread on a message, and a forum post, have the message's id
     reacted = False
     try:
-        if not await bot.support.confident(core, name, text, ch):
+        found = await bot.support.confident(core, name, text, ch)
+        if found is None:
             await unsure(message, ch)
             return
         reacted = await react(message, WORKING)
-        reply = await core.ask(place, key, Pick(name, text), str(message.author.id))
+        reply = await core.ask(place, key, Pick(name, text), str(message.author.id),
+                               retrieval=found)  # fmt: skip
         if reply.answer.no_answer:  # the answerer found nothing: stay out of it
             bot.support.stop(key)
             bot.support.count(core, "silent")

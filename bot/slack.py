@@ -364,12 +364,13 @@ class SlackBot:
             return  # unasked: no refusal to anyone
         key = thread_key(place, ts)
         try:
-            if not await self.support.confident(self.core, name, text, ch):
+            found = await self.support.confident(self.core, name, text, ch)
+            if found is None:
                 await self._unsure(ch, place.channel, ts)
                 return
             reacted = await self._react("reactions_add", place.channel, ts)
             try:
-                reply = await self.core.ask(place, key, Pick(name, text), user)
+                reply = await self.core.ask(place, key, Pick(name, text), user, retrieval=found)
                 if reply.answer.no_answer:  # the answerer found nothing: stay out of it
                     self.support.stop(key)
                     self.support.count(self.core, "silent")

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from .settings import SupportChannel, SupportSettings
 
 if TYPE_CHECKING:
+    from core.models import Retrieval
+
     from .common import ChatCore, Platform
 
 log = logging.getLogger(__name__)
@@ -55,8 +57,9 @@ class Support:
         return thread in self._stopped
 
     async def confident(self, core: ChatCore, instance: str, question: str, ch: SupportChannel
-                        ) -> bool:  # fmt: skip
-        """Is retrieval sure enough to answer unasked? Counted in the metrics either way."""
+                        ) -> Retrieval | None:  # fmt: skip
+        """What retrieval found, if it is sure enough to answer unasked (the answer then uses
+        it: one search per question); None otherwise, counted as silent."""
         found = await core.app.retrieve(instance, question)
         top = found.sources[0].score if found.sources else float("-inf")
         sure = top >= ch.min_score
@@ -64,7 +67,8 @@ class Support:
                  ">=" if sure else "<", ch.min_score, ch.channel)  # fmt: skip
         if not sure:
             self.count(core, "silent")
-        return sure
+            return None
+        return found
 
     def count(self, core: ChatCore, decision: str) -> None:
         core.metrics.support.labels(self.platform, decision).inc()

@@ -309,22 +309,26 @@ class RepoExpert:
         question: str,
         conversation: list[Turn] | None = None,
         on_text: OnText | None = None,
+        retrieval: Retrieval | None = None,
     ) -> Answer:
         """Answer a question about one instance, with numbered, permalinked sources.
 
         ``on_text``: where the answerer streams (a language model), awaited with the reply so far
         as it arrives. That is a preview — raw citation markers, nothing checked yet; the answer
         returned is the same as without ``on_text`` and replaces it. Extractive answers don't
-        stream: ``on_text`` is never called."""
+        stream: ``on_text`` is never called. ``retrieval``: what :meth:`retrieve` already found
+        for this question (a caller that looked before deciding to answer: support channels),
+        so it is not searched twice."""
         t = time.perf_counter()
         question = checked_question(question)
-        # A follow-up ("and its default?") is searched together with the turn it follows —
-        # resolved once, here; the answerer gets the question as asked, the conversation, and
-        # (in the retrieval) what was searched.
-        query = resolve_followup(question, conversation)
-        retrieval = await self.retrieve(name, query)
-        if query != question:
-            retrieval.route["query"] = query
+        if retrieval is None:
+            # A follow-up ("and its default?") is searched together with the turn it follows —
+            # resolved once, here; the answerer gets the question as asked, the conversation,
+            # and (in the retrieval) what was searched.
+            query = resolve_followup(question, conversation)
+            retrieval = await self.retrieve(name, query)
+            if query != question:
+                retrieval.route["query"] = query
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
         answer.commit = retrieval.commit
