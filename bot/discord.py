@@ -191,6 +191,9 @@ class DiscordBot(discord.Client):
     ) -> None:
         place = self._place(interaction.guild_id, interaction.channel, interaction.channel_id)
         reply = interaction.response
+        if self._tasks.closing:  # shutting down: no new work
+            await reply.send_message(messages.restarting(), ephemeral=True)
+            return
         if not question.strip() or question.strip().lower() == "help":
             allowed = self.core.access.allowed(place)
             usage = messages.usage(allowed, self.core.access.default(place), self._example())
@@ -266,8 +269,8 @@ class DiscordBot(discord.Client):
             log.warning("discord: could not thank %s for feedback: %s", interaction.user.id, e)
 
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or self.user is None:
-            return
+        if message.author.bot or self.user is None or self._tasks.closing:
+            return  # (closing: shutting down, no new work)
         if message.guild is None:  # a direct message: answered there, with a DM's instances
             await self._in_dm(message)
             return

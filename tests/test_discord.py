@@ -528,6 +528,20 @@ async def test_a_direct_message_is_answered_there_with_a_dms_instances(world: Wo
 
 
 @pytest.mark.asyncio
+async def test_nothing_new_is_started_while_shutting_down(world: World) -> None:
+    w = world
+    assert w.bot is not None
+    await w.bot.drain(grace=0)  # what SIGTERM does
+    w.say("what is the default timeout?")
+    w.slash("what is the default timeout?")
+    await w.settle()
+    assert not w.stub.of("POST", r"/threads$") and w.recorder.calls == []
+    (reply,) = [b["data"] for b in w.stub.of("POST", r"^/interactions/\d+/[^/]+/callback$")]
+    assert reply["content"] == "The bot is restarting: please ask again in a minute."
+    assert w.bot.core.limits.active == 0
+
+
+@pytest.mark.asyncio
 async def test_application_commands_are_synced_only_when_they_changed(world: World) -> None:
     w = world
     puts = rf"^/applications/{APP_ID}/commands$"
