@@ -3,8 +3,9 @@ receiver and Slack's HTTP mode: one server stack).
 
     GET  /                  the web page (bot/web/: one static page, no build step, offline)
     GET  /healthz           {"ok": true} — no key needed
+    GET  /readyz            readiness (core/ops/health.py): 200 or 503 — no key needed
     GET  /openapi.json      the OpenAPI document of all of this — no key needed
-    GET  /metrics           Prometheus text: requests by route and status, latencies, answers
+    GET  /metrics           Prometheus text (core/ops/metrics.py); index age of the key's instances
     GET  /v1/instances      the instances this caller may use, with their indexed commit
     POST /v1/search         {"instance", "query", "k"?, "collection"?, "repo"?} → numbered sources
     POST /v1/ask            {"instance", "question", "conversation"?, "stream"?} → the answer as
@@ -35,10 +36,10 @@ from aiohttp import web
 
 from core.config import Instance
 from core.errors import ConfigError
+from core.ops.metrics import CONTENT_TYPE, Metrics
 from core.service import OnText, RepoExpert
 
 from .gateway import Caller, Gateway, Platform, Rejected, authenticate, error_of
-from .metrics import Metrics
 from .openapi import document
 from .settings import ServeConfig
 
@@ -84,6 +85,7 @@ class ApiServer:
         for route in self.page:
             r.add_get(route, self.static)
         r.add_get("/healthz", self.health)
+        r.add_get("/readyz", self.gw.probe.readyz)
         r.add_get("/openapi.json", self.openapi)
         r.add_get("/metrics", self.metrics_text)
         r.add_get("/v1/instances", self.instances)
@@ -104,9 +106,8 @@ class ApiServer:
         finally:
             info = request.match_info.route.resource
             route = info.canonical if info is not None else "other"
-            self.metrics.count("repo_expert_http_requests_total", route=route,
-                               method=request.method, status=str(status))  # fmt: skip
-            self.metrics.observe(time.perf_counter() - t, route=route)
+            self.metrics.http_requests.labels(route, request.method, str(status)).inc()
+            self.metrics.http_seconds.labels(route).observe(time.perf_counter() - t)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -166,9 +167,9 @@ class ApiServer:
         return web.json_response(document(self.config))
 
     async def metrics_text(self, request: web.Request) -> web.Response:
-        self.caller(request)
-        return web.Response(text=self.metrics.render(), content_type="text/plain",
-                            headers={"X-Prometheus-Format": "0.0.4"})  # fmt: skip
+        """The metrics, with the index age of the instances this caller may use only."""
+        text = await self.gw.probe.metrics_text(self.gw.visible(self.caller(request)))
+        return web.Response(body=text, headers={"Content-Type": CONTENT_TYPE})
 
     async def instances(self, request: web.Request) -> web.Response:
         caller = self.caller(request)

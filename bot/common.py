@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
-from core.models import Answer, Source
+from core.models import Answer, Retrieval, Source
+from core.ops.metrics import Metrics
 from core.service import Conversations, OnText, RepoExpert
 from core.store.conversations import FeedbackRecord, Verdict
 
@@ -41,6 +42,9 @@ class Place:
     platform: Platform
     space: str | None  # Slack team id, Discord guild id; None for a Discord DM
     channel: str
+    # A Discord DM: the guilds the asker is a member of — an instance allowed in one of them
+    # (and not restricted to channels) may answer there.
+    member_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,10 @@ class Access:
 
     def allows(self, name: str, place: Place) -> bool:
         inst = self.instances.get(name)
-        return inst is not None and inst.access.allows(place.platform, place.space, place.channel)
+        if inst is None:
+            return False
+        spaces = (place.space, *place.member_of)
+        return any(inst.access.allows(place.platform, sp, place.channel) for sp in spaces)
 
     def allowed(self, place: Place) -> list[str]:
         return [n for n in sorted(self.instances) if self.allows(n, place)]
@@ -184,26 +191,45 @@ class ChatCore:
         store: Conversations,
         config: ServeConfig,
         instances: Mapping[str, Instance] | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.app, self.store, self.config = app, store, config
         self.access = Access(instances if instances is not None else app.load_instances())
         self.limits = Limits(config.rate_limit, config.rate_window, config.max_concurrent)
+        self.metrics = metrics or Metrics()
 
     async def ask(
-        self, place: Place, thread: str, pick: Pick, user: str, on_text: OnText | None = None
+        self,
+        place: Place,
+        thread: str,
+        pick: Pick,
+        user: str,
+        on_text: OnText | None = None,
+        retrieval: Retrieval | None = None,
     ) -> Reply:
         """Answer ``pick`` in ``thread`` with the thread's earlier turns, and record the turn.
-        ``on_text``: the streamed preview, where the answerer streams (``RepoExpert.ask``)."""
+        ``on_text``: the streamed preview, where the answerer streams; ``retrieval``: what was
+        already found for this question (``RepoExpert.ask``)."""
         if not self.access.allows(pick.instance, place):  # the adapters checked; make sure
             raise NotAllowed(f"instance {pick.instance} is not allowed in {place}")
         n = self.config.history_turns
-        history = await self.store.history(place.platform, thread, n) if n else []
-        answer = await self.app.ask(
-            pick.instance, pick.question, conversation=history or None, on_text=on_text
-        )
-        turn = await self.store.add_turn(
-            place.platform, thread, pick.instance, user, pick.question, answer
-        )
+        t = time.perf_counter()
+        self.metrics.in_progress.inc()
+        try:
+            history = await self.store.history(place.platform, thread, n) if n else []
+            answer = await self.app.ask(
+                pick.instance, pick.question, conversation=history or None, on_text=on_text,
+                retrieval=retrieval,
+            )  # fmt: skip
+            turn = await self.store.add_turn(
+                place.platform, thread, pick.instance, user, pick.question, answer
+            )
+        except Exception as e:
+            self.metrics.failed(place.platform, e)
+            raise
+        finally:
+            self.metrics.in_progress.dec()
+        self.metrics.answered(place.platform, time.perf_counter() - t, answer.no_answer)
         log.info(
             "%s answered %s in %s (%d sources, %.0f ms)", place.platform, pick.instance,
             thread, len(answer.sources), answer.timings_ms.get("total", 0.0),
@@ -216,7 +242,10 @@ class ChatCore:
     async def feedback(
         self, platform: Platform, turn_id: int, user: str, verdict: Verdict
     ) -> FeedbackRecord | None:
-        return await self.store.record_feedback(platform, turn_id, user, verdict)
+        record = await self.store.record_feedback(platform, turn_id, user, verdict)
+        if record is not None:
+            self.metrics.feedback.labels(verdict).inc()
+        return record
 
 
 class StreamPreview:
@@ -264,8 +293,13 @@ class Background:
     def __init__(self, name: str) -> None:
         self.name = name
         self._tasks: set[asyncio.Task[None]] = set()
+        self.closing = False
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        if self.closing:  # shutting down: a question arriving now is not started
+            coro.close()
+            log.info("%s: shutting down; a new question was not taken", self.name)
+            return
         task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._done)
@@ -276,9 +310,24 @@ class Background:
             log.error("%s: a question was dropped by an error", self.name,
                       exc_info=task.exception())  # fmt: skip
 
-    async def drain(self) -> None:
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for the answers in progress; with ``grace`` (shutdown) take no new ones, wait
+        at most that many seconds, then cancel the rest — each says so where it was asked
+        (the adapters' ``CancelledError`` handling) before it ends."""
+        if grace is None:
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            return
+        self.closing = True
+        if self._tasks:
+            log.info("%s: draining %d answer(s) in progress (up to %.0f s)", self.name,
+                     len(self._tasks), grace)  # fmt: skip
+            _, late = await asyncio.wait(list(self._tasks), timeout=grace)
+            for t in late:
+                t.cancel()
+            if late:
+                log.warning("%s: %d answer(s) cut short by the shutdown", self.name, len(late))
+                await asyncio.gather(*late, return_exceptions=True)
 
 
 def failure_line(exc: BaseException) -> str:

@@ -1,5 +1,10 @@
 """The Discord face: a discord.py client over :class:`~bot.common.ChatCore`.
 
+* A direct message is a question, answered in the DM (the DM is one conversation) with the
+  asker's instances: those allowed in a guild they are a member of (without a channel list),
+  and those open everywhere.
+* 👍/👎 buttons under each answer record feedback as Slack's do (``discord_parts.py``).
+* Application commands are synced at startup only when they changed (``discord_parts.py``).
 * Mentioning the bot in a channel opens a thread on that message and answers there; later
   messages in that thread (all of them with ``thread_replies``, else those mentioning the bot)
   are follow-ups answered with the thread's earlier turns.
@@ -17,17 +22,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
-from dataclasses import dataclass, field
+import time
+from pathlib import Path
 from typing import Any
 
 import discord
 from discord import app_commands
 
-from core.models import MAX_QUESTION_CHARS, Answer
+from core.models import MAX_QUESTION_CHARS
+from core.ops.health import Probe
 
-from . import messages
+from . import discord_support, messages
 from .common import (
     Background,
     ChatCore,
@@ -37,83 +45,21 @@ from .common import (
     Slot,
     StreamPreview,
     failure_line,
-    source_label,
-    web_url,
 )
-from .common import split_text as split
+from .discord_parts import feedback_view, parse_feedback, sync_if_changed
+from .discord_render import (
+    CONTENT_LIMIT,
+    DiscordMessage,
+    answer_messages,
+    inert,
+    preview_content,
+)
 from .settings import DiscordSettings
+from .support import Support
 
 log = logging.getLogger(__name__)
 
-CONTENT_LIMIT = 2000
-EMBED_DESCRIPTION_LIMIT = 4096
-EMBED_TOTAL_LIMIT = 6000
-EMBEDS_PER_MESSAGE = 10
-SOURCES_COLOUR = 0x2B6CB0
-
-
-@dataclass
-class DiscordMessage:
-    content: str | None
-    embeds: list[discord.Embed] = field(default_factory=list)
-
-
-_CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.S)
-
-
-def inert(text: str) -> str:
-    """``text`` with every masked link broken (``[github.com](https://evil)`` shows as
-    ``[github.com] (https://evil)``: the real address, linked only as itself); code spans and
-    blocks, where Discord renders no links, are left as written."""
-    parts = _CODE.split(text)
-    return "".join(p if i % 2 else p.replace("](", "] (") for i, p in enumerate(parts))
-
-
-def _embed_size(e: discord.Embed) -> int:
-    return len(e.title or "") + len(e.description or "")
-
-
-def answer_messages(answer: Answer) -> list[DiscordMessage]:
-    """Text split at 2,000 characters, then the sources embed(s) on the last text message."""
-    text = answer.text + (f"\n-# {answer.note}" if answer.note else "")
-    if answer.unsupported:
-        text += f"\n-# {messages.unsupported(answer.unsupported)}"
-    text = inert(text)
-    out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
-    lines = []
-    for s in answer.sources:
-        where, what = source_label(s)
-        url = web_url(s.url)
-        where = discord.utils.escape_markdown(where)
-        label = f"[{where}]({url})" if url else where
-        lines.append(f"**[{s.n}]** {label} {inert(discord.utils.escape_markdown(what))}".rstrip())
-    descriptions: list[str] = []
-    for line in lines:
-        for piece in split(line, EMBED_DESCRIPTION_LIMIT):
-            if descriptions and len(descriptions[-1]) + 1 + len(piece) <= EMBED_DESCRIPTION_LIMIT:
-                descriptions[-1] += "\n" + piece
-            else:
-                descriptions.append(piece)
-    embeds = []
-    for i, d in enumerate(descriptions, start=1):
-        title = messages.SOURCES + (f" ({i}/{len(descriptions)})" if len(descriptions) > 1 else "")
-        embeds.append(discord.Embed(title=title, description=d, colour=SOURCES_COLOUR))
-    target = out[-1]
-    for e in embeds:
-        used = sum(_embed_size(x) for x in target.embeds)
-        if len(target.embeds) >= EMBEDS_PER_MESSAGE or used + _embed_size(e) > EMBED_TOTAL_LIMIT:
-            target = DiscordMessage(content=None)
-            out.append(target)
-        target.embeds.append(e)
-    return out
-
-
-def preview_content(text: str) -> str:
-    """A streamed answer so far, clipped to one message, with the "preview" line under it."""
-    marker = f"\n-# {messages.WRITING}"
-    room = CONTENT_LIMIT - len(marker)
-    body = text if len(text) <= room else text[: room - 1] + "…"
-    return inert(body) + marker
+MEMBERS_TTL = 600.0  # seconds a DM asker's guild memberships are remembered
 
 
 class Preview(StreamPreview):
@@ -147,27 +93,62 @@ def _is_thread(channel: Any) -> bool:
 class DiscordBot(discord.Client):
     """Owns the command tree; every answer goes through ``core``."""
 
-    def __init__(self, core: ChatCore, settings: DiscordSettings, **options: Any) -> None:
+    def __init__(
+        self,
+        core: ChatCore,
+        settings: DiscordSettings,
+        probe: Probe | None = None,
+        **options: Any,
+    ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
-        intents.message_content = settings.thread_replies  # privileged: replies without mention
+        intents.dm_messages = True  # direct messages: each one is a question
+        support = Support(core.config.support, "discord")
+        # Privileged: replies and support-channel messages without a mention.
+        intents.message_content = settings.thread_replies or bool(support)
+        intents.guild_reactions = bool(support)  # the stop reaction
         super().__init__(
             intents=intents, allowed_mentions=discord.AllowedMentions.none(), **options
         )
         self.core, self.settings = core, settings
         self.tree = app_commands.CommandTree(self)
         self._tasks = Background("discord")
+        self._members: dict[int, tuple[float, tuple[str, ...]]] = {}  # user → (when, guilds)
+        self.support = support
+        self.probe = probe
+        if probe is not None:
+            probe.waiting("discord")
         self._add_command()
+
+    async def on_ready(self) -> None:
+        if self.probe is not None:
+            self.probe.up("discord")
+
+    async def on_disconnect(self) -> None:
+        if self.probe is not None:
+            self.probe.down("discord")
+
+    async def on_resumed(self) -> None:
+        await self.on_ready()
 
     async def setup_hook(self) -> None:
         if self.settings.sync_commands:
-            synced = await self.tree.sync()
-            log.info("discord: registered %d application command(s)", len(synced))
+            await sync_if_changed(self.tree, self.application_id, self.commands_file)
 
-    async def drain(self) -> None:
-        """Wait for every answer in progress (tests, shutdown)."""
-        await self._tasks.drain()
+    @property
+    def commands_file(self) -> Path:
+        return self.core.app.layout.discord_commands
+
+    def spawn(self, coro: Any) -> None:
+        self._tasks.spawn(coro)
+
+    async def on_raw_reaction_add(self, payload: discord.RawReactionActionEvent) -> None:
+        discord_support.on_reaction(self, payload)
+
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
+        await self._tasks.drain(grace)
 
     def _example(self) -> str:
         """How to ask, for help texts: the mention (``/ask`` shows its own options)."""
@@ -210,6 +191,9 @@ class DiscordBot(discord.Client):
     ) -> None:
         place = self._place(interaction.guild_id, interaction.channel, interaction.channel_id)
         reply = interaction.response
+        if self._tasks.closing:  # shutting down: no new work
+            await reply.send_message(messages.restarting(), ephemeral=True)
+            return
         if not question.strip() or question.strip().lower() == "help":
             allowed = self.core.access.allowed(place)
             usage = messages.usage(allowed, self.core.access.default(place), self._example())
@@ -268,13 +252,35 @@ class DiscordBot(discord.Client):
         assert self.user is not None
         return re.sub(rf"<@!?{self.user.id}>", " ", message.content).strip()
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """A 👍/👎 button (``discord_parts``); commands go to the tree."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: Any = interaction.data or {}
+        parsed = parse_feedback(str(data.get("custom_id", "")))
+        if parsed is None:
+            return
+        verdict, turn = parsed
+        record = await self.core.feedback("discord", turn, str(interaction.user.id), verdict)
+        text = messages.feedback_thanks(verdict) if record else messages.feedback_unknown()
+        try:
+            await interaction.response.send_message(text, ephemeral=True)
+        except discord.HTTPException as e:
+            log.warning("discord: could not thank %s for feedback: %s", interaction.user.id, e)
+
     async def on_message(self, message: discord.Message) -> None:
-        if message.author.bot or self.user is None or message.guild is None:
+        if message.author.bot or self.user is None or self._tasks.closing:
+            return  # (closing: shutting down, no new work)
+        if message.guild is None:  # a direct message: answered there, with a DM's instances
+            await self._in_dm(message)
             return
         mentioned = self._mentions_me(message)
         channel: Any = message.channel
         if _is_thread(channel) or isinstance(channel, discord.PartialMessageable):
             key = str(channel.id)
+            if self.support and not mentioned:
+                if await discord_support.in_thread(self, message, channel):
+                    return
             current = await self.core.thread_instance("discord", key)
             wanted = mentioned or (current is not None and self.settings.thread_replies)
             if not wanted:
@@ -286,6 +292,8 @@ class DiscordBot(discord.Client):
                 return
         if mentioned:
             await self._new_thread(message, channel)
+        elif self.support:
+            discord_support.in_channel(self, message, channel)
 
     async def _admit(
         self, message: discord.Message, place: Place, current: str | None
@@ -317,6 +325,40 @@ class DiscordBot(discord.Client):
         if admitted:
             pick, slot = admitted
             self._tasks.spawn(self._answer(thread, place, pick, str(message.author.id), slot))
+
+    async def _in_dm(self, message: discord.Message) -> None:
+        """Every DM is a question; the DM is one conversation (its earlier turns are the
+        history). The instances are the asker's: those allowed in a guild they are a member of
+        (not restricted to channels: a DM is no channel of it), and the ones open everywhere."""
+        key = str(message.channel.id)
+        guilds = await self._member_of(message.author.id)
+        place = Place("discord", None, key, member_of=guilds)
+        current = await self.core.thread_instance("discord", key)
+        admitted = await self._admit(message, place, current)
+        if admitted:
+            pick, slot = admitted
+            self._tasks.spawn(
+                self._answer(message.channel, place, pick, str(message.author.id), slot)
+            )
+
+    async def _member_of(self, user_id: int) -> tuple[str, ...]:
+        """The bot's guilds ``user_id`` is a member of, asked of Discord (one call per guild;
+        no privileged members intent needed), remembered for ``MEMBERS_TTL`` seconds."""
+        now = time.monotonic()
+        known = self._members.get(user_id)
+        if known is not None and now - known[0] < MEMBERS_TTL:
+            return known[1]
+        found = []
+        for guild in self.guilds:
+            try:
+                await guild.fetch_member(user_id)
+                found.append(str(guild.id))
+            except discord.NotFound:
+                pass
+            except discord.HTTPException as e:  # unknown: not counted as a member
+                log.warning("discord: cannot check membership in guild %s: %s", guild.id, e)
+        self._members[user_id] = (now, tuple(found))
+        return tuple(found)
 
     async def _new_thread(self, message: discord.Message, channel: Any) -> None:
         place = self._place(message.guild.id if message.guild else None, channel, channel.id)
@@ -352,16 +394,23 @@ class DiscordBot(discord.Client):
                     if preview is not None:
                         await preview.settle()
             first, *rest = answer_messages(reply.answer)
+            view = feedback_view(reply.turn_id)  # 👍/👎 under the answer's last message
+            none: Any = discord.utils.MISSING
+            top = view if not rest else none
             if preview is not None and preview.message is not None:
                 try:
-                    await preview.message.edit(content=first.content, embeds=first.embeds)
+                    await preview.message.edit(content=first.content, embeds=first.embeds, view=top)
                     answered = preview.message
                 except discord.NotFound:  # the preview was deleted meanwhile
                     preview.message = None
             if answered is None:
-                answered = await thread.send(content=first.content, embeds=first.embeds)
-            for m in rest:
-                await thread.send(content=m.content, embeds=m.embeds)
+                answered = await thread.send(content=first.content, embeds=first.embeds, view=top)
+            for i, m in enumerate(rest, start=1):
+                last = view if i == len(rest) else none
+                await thread.send(content=m.content, embeds=m.embeds, view=last)
+        except asyncio.CancelledError:  # shut down past the grace: say so where it was asked
+            await self._report(thread, key, messages.interrupted(), preview, answered, first)
+            raise
         except Exception as e:
             log.exception("discord: answering in thread %s failed", key)
             await self._report(thread, key, problem_line(e), preview, answered, first)

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import re
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -37,11 +38,12 @@ from core.errors import (
     StoreError,
 )
 from core.models import COLLECTIONS, Collection
+from core.ops.health import Probe
+from core.ops.metrics import Metrics
 from core.service import Conversations, OnText, RepoExpert
 from core.store.conversations import Verdict
 
 from .common import Limits, Refusal, Slot
-from .metrics import Metrics
 from .settings import ServeConfig
 
 log = logging.getLogger(__name__)
@@ -163,6 +165,8 @@ class Gateway:
         self.app, self.store, self.config = app, store, config
         self.instances = dict(instances)
         self.metrics = metrics or Metrics()
+        self.probe = Probe(app, sorted(self.instances), self.metrics)
+        self.probe.check("conversations store", lambda: store.thread_instance("health", "-"))
         self.limits = Limits(config.rate_limit, config.rate_window, config.max_concurrent)
 
     # -- what exists for a caller ------------------------------------------------------------
@@ -242,17 +246,21 @@ class Gateway:
                            "returned (8-64 letters, digits, '-' or '_')")  # fmt: skip
         thread = f"{caller.name}/{conversation}"
         slot = self.admit(caller)
-        self.metrics.answers_in_progress += 1
+        self.metrics.in_progress.inc()
+        t = time.perf_counter()
         try:
             n = self.config.history_turns
             history = await self.store.history(platform, thread, n) if n else []
             answer = await self.app.ask(inst, q, conversation=history or None, on_text=on_text)
             turn = await self.store.add_turn(platform, thread, inst, caller.name, q, answer)
+        except Exception as e:
+            self.metrics.failed(platform, e)
+            raise
         finally:
-            self.metrics.answers_in_progress -= 1
+            self.metrics.in_progress.dec()
             if slot is not None:
                 slot.release()
-        self.metrics.count("repo_expert_answers_total", platform=platform)
+        self.metrics.answered(platform, time.perf_counter() - t, answer.no_answer)
         log.info("%s answered %s for %s (%d sources, %.0f ms)", platform, inst, caller.name,
                  len(answer.sources), answer.timings_ms.get("total", 0.0))  # fmt: skip
         return {**answer.to_json(), "instance": inst, "conversation": conversation, "turn": turn}
@@ -270,7 +278,7 @@ class Gateway:
             raise Rejected("not_found", 404, f"no answer numbered {turn} was given to you")
         v: Verdict = verdict
         await self.store.record_feedback(place[0], turn, caller.name, v)
-        self.metrics.count("repo_expert_feedback_total", verdict=v)
+        self.metrics.feedback.labels(v).inc()
         return {"turn": turn, "verdict": v}
 
     async def read_source(

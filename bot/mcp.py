@@ -3,9 +3,10 @@ Protocol, with the official SDK (``mcp``, :class:`MCPServer`).
 
 Over stdio (the default) the agent that started the process is the caller: it may use the
 instances ``mcp.instances`` of the settings file names (``"*"``: the public ones). Over
-streamable HTTP (``--http HOST:PORT``, the endpoint ``/mcp``, ``/healthz`` beside it) each request
-is authenticated like the HTTP API's (``Authorization: Bearer KEY``, else 127.0.0.1 only) and
-sees the instances of its key.
+streamable HTTP (``--http HOST:PORT``, the endpoint ``/mcp``; ``/healthz``, ``/readyz`` and
+``/metrics`` beside it, as every process has: core/ops/health.py) each request is
+authenticated like the HTTP API's (``Authorization: Bearer KEY``, else 127.0.0.1 only) and sees
+the instances of its key.
 
 Tools — every result names the commit it was read at, so an agent can pin what it cites:
 
@@ -30,6 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from core.errors import ConfigError
+from core.ops.metrics import CONTENT_TYPE
 from core.service import RepoExpert
 
 from .gateway import Caller, Gateway, Rejected, authenticate, error_of
@@ -139,6 +141,22 @@ def build_server(gw: Gateway, http: bool = False) -> MCPServer[Any]:
 
         return JSONResponse({"ok": True})
 
+    @server.custom_route("/readyz", methods=["GET"], include_in_schema=False)
+    async def ready(request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        ok, body = await gw.probe.readiness()
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    @server.custom_route("/metrics", methods=["GET"], include_in_schema=False)
+    async def metrics(request: Any) -> Any:  # authenticated by guard(): ages of what it may use
+        from starlette.responses import Response
+
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        who = authenticate(gw.config, headers, request.client.host if request.client else None)
+        text = await gw.probe.metrics_text(gw.visible(who))
+        return Response(text, headers={"Content-Type": CONTENT_TYPE})
+
     return server
 
 
@@ -146,10 +164,11 @@ ASGIApp = Callable[[MutableMapping[str, Any], Any, Any], Awaitable[None]]
 
 
 def guard(app: ASGIApp, config: ServeConfig) -> ASGIApp:
-    """Every HTTP request but ``/healthz`` authenticated as the API's, before the MCP app."""
+    """Every HTTP request but ``/healthz`` and ``/readyz`` authenticated as the API's, before
+    the MCP app."""
 
     async def guarded(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope.get("path") != "/healthz":
+        if scope["type"] == "http" and scope.get("path") not in ("/healthz", "/readyz"):
             headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                        for k, v in scope.get("headers") or []}  # fmt: skip
             client = scope.get("client")
@@ -194,7 +213,10 @@ async def serve_mcp(app: RepoExpert, config: ServeConfig, http: str | None = Non
         asgi = guard(server.streamable_http_app(host=host), config)
         log.info("mcp: listening on http://%s:%d/mcp", host, port)
         web_server = uvicorn.Server(
-            uvicorn.Config(asgi, host=host, port=port, log_level="warning", lifespan="on")
+            # log_config=None: uvicorn's loggers go through ours (redacted; text or JSON lines).
+            uvicorn.Config(
+                asgi, host=host, port=port, log_level="warning", lifespan="on", log_config=None
+            )
         )
         try:
             await web_server.serve()

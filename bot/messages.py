@@ -89,6 +89,15 @@ def failed(what: str) -> str:
     return f"Sorry, I couldn't answer that: {what}. The details are in the bot's log."
 
 
+def restarting() -> str:
+    return "The bot is restarting: please ask again in a minute."
+
+
+def interrupted() -> str:
+    return ("The bot restarted before this answer was finished: please ask again in a "
+            "minute.")  # fmt: skip
+
+
 def missing_permission(platform: str, needed: str) -> str:
     return (
         f"I'm missing the {platform} permission `{needed}`: ask an admin to grant it to the app "

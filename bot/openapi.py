@@ -152,6 +152,14 @@ def document(config: ServeConfig) -> dict[str, Any]:
             "/healthz": {
                 "get": _op("Liveness", None, _json({"type": "object"}, "OK"), security=[])
             },
+            "/readyz": {
+                "get": _op(
+                    "Readiness: instances loaded, stores reachable (503 with the problems)",
+                    None,
+                    _json({"type": "object"}, "ready"),
+                    security=[],
+                )
+            },
             "/metrics": {"get": _op("Prometheus metrics", None, {"description": "text/plain"})},
             "/v1/instances": {
                 "get": _op(

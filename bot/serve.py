@@ -15,9 +15,11 @@ from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Literal
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from core.errors import ConfigError, RepoExpertError
+from core.ops.health import Probe, start_health_server
 from core.service import RepoExpert
 
 from .common import ChatCore
@@ -64,9 +66,25 @@ def check_env(which: Which, config: ServeConfig, env: Mapping[str, str]) -> None
         raise ConfigError("missing environment variables:\n  " + "\n  ".join(missing))
 
 
+def health_port(
+    which: Which, config: ServeConfig, env: Mapping[str, str], given: int | None
+) -> int | None:
+    """The health server's port: ``--health-port``, else ``health.port``, else ``$PORT`` —
+    unless Slack's HTTP mode serves the routes on its own server (then only an explicit one)."""
+    if given or config.health.port:
+        return given or config.health.port
+    slack_http = which in ("slack", "all") and slack_mode(config.slack, env) == "http"
+    return None if slack_http or not env.get("PORT") else int(env["PORT"])
+
+
 async def serve(
-    which: Which, app: RepoExpert, config: ServeConfig, env: Mapping[str, str] | None = None
+    which: Which,
+    app: RepoExpert,
+    config: ServeConfig,
+    env: Mapping[str, str] | None = None,
+    health: int | None = None,
 ) -> None:
+    """Until cancelled (SIGTERM: ``core/cli`` cancels; the answers in progress drain)."""
     env = os.environ if env is None else env
     instances = app.load_instances()
     if not instances:
@@ -74,26 +92,41 @@ async def serve(
     check_env(which, config, env)
     # The SQLite file, or the shared database's tables when the store is PostgreSQL.
     store = await app.conversations(config.database_path(app.layout.conversations))
+    runner: web.AppRunner | None = None
     try:
         core = ChatCore(app, store, config, instances)
+        probe = Probe(app, sorted(instances), core.metrics)
+        probe.check("conversations store", lambda: store.thread_instance("health", "-"))
+        port = health_port(which, config, env, health)
+        if port is not None:
+            runner = await start_health_server(probe, config.health.host, port)
         cold = [n for n in instances if not await app.has_index(n)]
         if cold:
             log.warning("not indexed yet (the first question builds it): %s", ", ".join(cold))
         runs: list[Awaitable[None]] = []
         if which in ("slack", "all"):
-            runs.append(run_slack(core, config.slack, env))
+            runs.append(run_slack(core, config.slack, env, probe=probe))
         if which in ("discord", "all"):
-            runs.append(run_discord(core, config, env))
+            runs.append(run_discord(core, config, env, probe=probe))
         await asyncio.gather(*runs)
     finally:
+        if runner is not None:
+            await runner.cleanup()
         await store.close()
 
 
 async def run_slack(
-    core: ChatCore, s: SlackSettings, env: Mapping[str, str], client: AsyncWebClient | None = None
+    core: ChatCore,
+    s: SlackSettings,
+    env: Mapping[str, str],
+    client: AsyncWebClient | None = None,
+    probe: Probe | None = None,
 ) -> None:
     """Until cancelled. ``client``: the Web API client (default: ``slack.api_url`` with the bot
-    token)."""
+    token). Cancelled (shutdown): no new events are taken (the socket is closed, or the HTTP
+    server stops), the answers in progress get ``drain_seconds`` to finish."""
+    probe = probe or Probe(core.app, sorted(core.access.instances), core.metrics)
+    probe.waiting("slack")
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
     from slack_sdk.errors import SlackApiError
 
@@ -109,44 +142,56 @@ async def run_slack(
     except (aiohttp.ClientError, OSError) as e:
         raise RepoExpertError(f"cannot reach Slack: {e}") from None
     log.info("slack: signed in as %s in %s; %s mode", who.get("user"), who.get("team"), mode)
-    try:
-        if mode == "socket":
-            handler = AsyncSocketModeHandler(bot.app, env["SLACK_APP_TOKEN"])
-            try:
-                await handler.start_async()
-            finally:
-                await handler.close_async()
-        else:
-            port = s.port or int(env.get("PORT") or 3000)
-            runner = web.AppRunner(http_app(bot, s, port))
-            await runner.setup()
+    grace = core.config.drain_seconds
+    if mode == "socket":
+        handler = AsyncSocketModeHandler(bot.app, env["SLACK_APP_TOKEN"])
+        try:
+            await handler.connect_async()
+            probe.up("slack")
+            await asyncio.Event().wait()
+        finally:
+            probe.down("slack")
+            await handler.close_async()  # the socket closes first: no new events
+            log.info("slack: Socket Mode connection closed")
+            await bot.drain(grace)
+    else:
+        port = s.port or int(env.get("PORT") or 3000)
+        runner = web.AppRunner(http_app(bot, s, port, probe))
+        await runner.setup()
+        try:
             await web.TCPSite(runner, s.host, port).start()
             log.info("slack: listening on http://%s:%d%s", s.host, port, s.path)
-            try:
-                await asyncio.Event().wait()
-            finally:
-                await runner.cleanup()
-    finally:
-        await bot.drain()
+            probe.up("slack")
+            await asyncio.Event().wait()
+        finally:
+            probe.down("slack")
+            await bot.drain(grace)  # new events are refused meanwhile (``Background``)
+            await runner.cleanup()
 
 
-def http_app(bot: SlackBot, s: SlackSettings, port: int) -> web.Application:
-    """Slack's HTTP mode: Bolt's events endpoint, and ``/healthz`` as every HTTP face has."""
-
-    async def health(request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
-
+def http_app(
+    bot: SlackBot, s: SlackSettings, port: int, probe: Probe | None = None
+) -> web.Application:
+    """Slack's HTTP mode: Bolt's events endpoint, and ``/healthz``, ``/readyz``, ``/metrics``
+    as every HTTP face has (core/ops/health.py)."""
+    core = bot.core
+    probe = probe or Probe(core.app, sorted(core.access.instances), core.metrics)
     app = bot.app.web_app(path=s.path, port=port)
-    app.router.add_get("/healthz", health)
+    probe.add_routes(app)
     return app
 
 
-async def run_discord(core: ChatCore, config: ServeConfig, env: Mapping[str, str]) -> None:
+async def run_discord(
+    core: ChatCore, config: ServeConfig, env: Mapping[str, str], probe: Probe | None = None
+) -> None:
     import discord
 
     from .discord import DiscordBot
 
-    bot = DiscordBot(core, config.discord)
+    # discord.py keeps the REST base and the gateway on its classes: one client per process.
+    discord.http.Route.BASE = config.discord.api_url.rstrip("/")
+    discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(config.discord.gateway_url)
+    bot = DiscordBot(core, config.discord, probe=probe)
     async with bot:
         try:
             await bot.start(env["DISCORD_TOKEN"])
@@ -160,4 +205,4 @@ async def run_discord(core: ChatCore, config: ServeConfig, env: Mapping[str, str
                 "Developer Portal, or set discord.thread_replies: false in the serve settings"
             ) from None
         finally:
-            await bot.drain()
+            await bot.drain(config.drain_seconds)

@@ -71,6 +71,15 @@ class SlackSettings(_Model):
 
 class DiscordSettings(_Model):
     command: str = Field(default="ask", description="Name of the application (slash) command.")
+    api_url: str = Field(
+        default="https://discord.com/api/v10",
+        description="Base URL of the Discord REST API; a local stand-in for tests.",
+    )
+    gateway_url: str = Field(
+        default="wss://gateway.discord.gg/",
+        description="The gateway's websocket address (a local stand-in for tests).",
+        pattern=r"^wss?://\S+$",
+    )
     thread_replies: bool = Field(
         default=True,
         description="Answer every message in a thread the bot answered (needs the Message "
@@ -86,6 +95,13 @@ class DiscordSettings(_Model):
         "the text so far, edited at most once per this many seconds (Discord allows about 5 "
         "edits per 5 s per channel), then replaced by the answer; 0: no previews.",
     )
+
+    @field_validator("api_url")
+    @classmethod
+    def _api_url(cls, v: str) -> str:
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", v):
+            raise ValueError("expected an http(s) URL such as https://discord.com/api/v10")
+        return v.rstrip("/")
 
 
 class ApiSettings(_Model):
@@ -140,12 +156,90 @@ class McpSettings(_Model):
     )
 
 
+class HealthSettings(_Model):
+    host: str = Field(
+        default="0.0.0.0", description="Address of the health server (/healthz, /readyz, "
+        "/metrics) of a process without an HTTP server of its own; 127.0.0.1 keeps it local.",
+    )  # fmt: skip
+    port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="Its port (`--health-port` wins); default $PORT when set, else no health "
+        "server. Slack's HTTP mode serves the routes on its own port instead.",
+    )  # fmt: skip
+
+
+# Measured on the dev sets (benchmarks/support_sweep.py, chosen on the tune split as the lowest
+# threshold whose answers are >= 80% precise; benchmarks/results/support/sweep.md; README,
+# "Support channels"): the top source's fused score (the learned ranker's log-odds) from which
+# an unasked answer is posted. With retrieval.ranker: hybrid the scores are cosine-like (< 2):
+# set min_score for such an instance yourself.
+DEFAULT_MIN_SCORE = 5.5
+
+
+class SupportChannel(_Model):
+    platform: Literal["slack", "discord"]
+    channel: str = Field(
+        description="The channel ID (Slack C…; Discord: a text channel or a forum channel, "
+        "whose every new post is a thread)."
+    )
+    instance: str | None = Field(
+        default=None, description="The instance answering there; default: the channel's "
+        "default instance (access.*.default_channels, or the only one allowed there).",
+    )  # fmt: skip
+    min_score: float = Field(
+        default=DEFAULT_MIN_SCORE,
+        description="Answer unasked only when the top source's fused score is at least this "
+        "(sources[0].score of ask --json); higher: fewer, surer answers.",
+    )
+    otherwise: Literal["silent", "react"] = Field(
+        default="silent", description="When not confident: say nothing, or react to the "
+        "question with `reaction` (so people see the bot looked).",
+    )  # fmt: skip
+    reaction: str | None = Field(
+        default=None, description="The reaction of `otherwise: react`: a Slack emoji name or "
+        "a Discord emoji; default thinking_face / 🤔.",
+    )  # fmt: skip
+
+    @field_validator("channel", mode="before")
+    @classmethod
+    def _id_as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, int) else v  # Discord snowflakes written as integers
+
+
+class SupportSettings(_Model):
+    channels: list[SupportChannel] = Field(
+        default_factory=list, description="Channels where the bot answers new top-level "
+        "questions without being mentioned, when retrieval is confident.",
+    )  # fmt: skip
+    stop_words: list[str] = Field(
+        default_factory=lambda: ["no bot", "nobot"],
+        description="A message containing one of these (any case) in a thread stops unasked "
+        "answers there; in the question itself, it is never answered.",
+    )
+    stop_reaction: str = Field(
+        default="no_entry_sign", description="This reaction on the question or an answer "
+        "stops unasked answers in that thread (Slack name; on Discord 🚫 and ⛔ also count).",
+    )  # fmt: skip
+
+    @field_validator("stop_words")
+    @classmethod
+    def _lower(cls, v: list[str]) -> list[str]:
+        return [" ".join(w.lower().split()) for w in v if w.strip()]
+
+
 class ServeConfig(_Model):
     slack: SlackSettings = Field(default_factory=SlackSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     mcp: McpSettings = Field(default_factory=McpSettings)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
+    support: SupportSettings = Field(default_factory=SupportSettings)
+    drain_seconds: float = Field(
+        default=20.0, ge=0, le=600,
+        description="On SIGTERM: how long answers in progress may take to finish (new questions "
+        "are no longer taken); any still running then get a line saying the bot restarted.",
+    )  # fmt: skip
     rate_limit: int = Field(
         default=5, ge=1, description="Questions one person may ask per rate_window seconds."
     )

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
@@ -27,6 +28,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -45,7 +47,7 @@ from .common import (
     StreamPreview,
     failure_line,
 )
-from .settings import SlackSettings
+from .settings import SlackSettings, SupportChannel
 from .slack_blocks import (
     FEEDBACK_DOWN,
     FEEDBACK_UP,
@@ -54,6 +56,7 @@ from .slack_blocks import (
     escape,
     preview_message,
 )
+from .support import Support
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,10 @@ def delivery_key(body: dict[str, Any]) -> str | None:
     return None
 
 
+def _same_token_warning(record: logging.LogRecord) -> bool:
+    return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
 class Preview(StreamPreview):
     """The streamed answer so far, shown in the "Searching …" message by ``chat.update``."""
 
@@ -135,10 +142,12 @@ class SlackBot:
         self.client: AsyncWebClient = app.client
         self._tasks = Background("slack")
         self._once = Once()
+        self.support = Support(core.config.support, "slack")
         app.middleware(self.dedupe)
         app.command(settings.command)(self.on_command)
         app.event("app_mention")(self.on_mention)
         app.event("message")(self.on_message)
+        app.event("reaction_added")(self.on_reaction)
         app.action(FEEDBACK_UP)(self.on_feedback)
         app.action(FEEDBACK_DOWN)(self.on_feedback)
         app.error(self.on_error)
@@ -154,6 +163,9 @@ class SlackBot:
     ) -> SlackBot:
         """The Bolt app; requests over HTTP must carry a valid signature (``signing_secret``);
         Socket Mode requests come over the authenticated socket instead."""
+        # Bolt also reads SLACK_BOT_TOKEN itself and warns, on every start, that the client's
+        # token wins over it (the same token): that one line is dropped, nothing else.
+        logging.getLogger("slack_bolt.AsyncApp").addFilter(_same_token_warning)
         app = AsyncApp(
             client=client or AsyncWebClient(token=token, base_url=settings.api_url),
             signing_secret=signing_secret or "",
@@ -161,9 +173,9 @@ class SlackBot:
         )
         return cls(core, settings, app)
 
-    async def drain(self) -> None:
-        """Wait for every answer in progress (tests, shutdown)."""
-        await self._tasks.drain()
+    async def drain(self, grace: float | None = None) -> None:
+        """Wait for every answer in progress (tests); ``grace``: shutdown (``Background``)."""
+        await self._tasks.drain(grace)
 
     # -- listeners ----------------------------------------------------------------------------
     async def dedupe(
@@ -200,6 +212,10 @@ class SlackBot:
         if isinstance(slot, Refusal):
             await ack(text=slot.message, response_type="ephemeral")
             return
+        if self._tasks.closing:  # shutting down (HTTP mode still acks while it drains)
+            slot.release()
+            await ack(text=messages.restarting(), response_type="ephemeral")
+            return
         await ack()
         self._tasks.spawn(self._run_command(place, pick, user, respond, slot))
 
@@ -207,15 +223,34 @@ class SlackBot:
         self._tasks.spawn(self._run_message(event, context, mentioned=True))
 
     async def on_message(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
-        """Thread replies without a mention (``thread_replies``); mentions come as app_mention."""
+        """A direct message to the app (``message.im``: each one is for the bot); thread replies
+        without a mention (``thread_replies``); mentions come as app_mention."""
+        if event.get("channel_type") == "im" and not event.get("subtype"):
+            if not event.get("bot_id"):
+                self._tasks.spawn(self._run_message(event, context, mentioned=True))
+            return
         thread_ts = event.get("thread_ts")
+        mentions_me = f"<@{context.bot_user_id}>" in event.get("text", "")
+        if self.support and not event.get("subtype") and not event.get("bot_id"):
+            place = Place("slack", event.get("team") or context.team_id, event["channel"])
+            root = thread_ts or event.get("ts", "")
+            if self.support.says_stop(event.get("text", "")):
+                self.support.stop(thread_key(place, root))
+                self.support.count(self.core, "stopped")
+                return
+            ch = self.support.channel(event["channel"])
+            if ch is not None and not thread_ts and not mentions_me:
+                self._tasks.spawn(self._support(event, context, place, ch))
+                return
+            if thread_ts and self.support.stopped(thread_key(place, thread_ts)):
+                return  # people asked the bot to keep out of this thread
         if (
             not self.settings.thread_replies
             or event.get("subtype")
             or event.get("bot_id")
             or not thread_ts
             or thread_ts == event.get("ts")
-            or f"<@{context.bot_user_id}>" in event.get("text", "")
+            or mentions_me
         ):
             return
         self._tasks.spawn(self._run_message(event, context, mentioned=False))
@@ -234,6 +269,19 @@ class SlackBot:
                 channel=channel, user=user, text=text,
                 thread_ts=body.get("message", {}).get("thread_ts"),
             )  # fmt: skip
+
+    async def on_reaction(self, event: dict[str, Any], context: AsyncBoltContext) -> None:
+        """``stop_reaction`` on a message of a support channel stops unasked answers in its
+        thread (the reacted message's own ts, or the thread it is in: Slack gives only the ts,
+        and either is the key of a thread the bot answered)."""
+        item = event.get("item") or {}
+        if not self.support or event.get("reaction") != self.support.settings.stop_reaction:
+            return
+        if item.get("type") != "message" or self.support.channel(item.get("channel", "")) is None:
+            return
+        place = Place("slack", context.team_id, item["channel"])
+        self.support.stop(thread_key(place, str(item.get("ts"))))
+        self.support.count(self.core, "stopped")
 
     async def on_error(self, error: Exception, body: dict[str, Any]) -> None:
         log.error("slack: unhandled error in a listener (%s)", body.get("type"), exc_info=error)
@@ -296,6 +344,56 @@ class SlackBot:
         finally:
             slot.release()
 
+    async def _support(
+        self, event: dict[str, Any], context: AsyncBoltContext, place: Place, ch: SupportChannel
+    ) -> None:
+        """A new top-level message in a support channel: answered in its thread only when
+        retrieval is confident and an answer was found; else silence (or ``ch.reaction``). No
+        "Searching …" message (it could be for nothing): 👀 while working."""
+        text = clean_text(event.get("text", ""), context.bot_user_id)
+        ts, user = event["ts"], event.get("user", "")
+        name = ch.instance or self.core.access.default(place)
+        if not text or len(text) > MAX_QUESTION_CHARS or name is None:
+            return
+        if not self.core.access.allows(name, place):
+            log.warning("slack: support channel %s: instance %s is not allowed there", ch.channel,
+                        name)  # fmt: skip
+            return
+        slot = self.core.limits.admit(f"slack:{place.space}:{user}")
+        if isinstance(slot, Refusal):
+            return  # unasked: no refusal to anyone
+        key = thread_key(place, ts)
+        try:
+            found = await self.support.confident(self.core, name, text, ch)
+            if found is None:
+                await self._unsure(ch, place.channel, ts)
+                return
+            reacted = await self._react("reactions_add", place.channel, ts)
+            try:
+                reply = await self.core.ask(place, key, Pick(name, text), user, retrieval=found)
+                if reply.answer.no_answer:  # the answerer found nothing: stay out of it
+                    self.support.stop(key)
+                    self.support.count(self.core, "silent")
+                    await self._unsure(ch, place.channel, ts)
+                    return
+                for part in answer_messages(reply.answer, reply.turn_id):
+                    await self.client.chat_postMessage(
+                        channel=place.channel, thread_ts=ts, text=part.text, blocks=part.blocks,
+                        unfurl_links=False, unfurl_media=False,
+                    )  # fmt: skip
+                self.support.count(self.core, "answered")
+            finally:
+                if reacted:
+                    await self._react("reactions_remove", place.channel, ts)
+        except Exception:
+            log.exception("slack: support answer in %s failed (nothing was posted)", ch.channel)
+        finally:
+            slot.release()
+
+    async def _unsure(self, ch: SupportChannel, channel: str, ts: str) -> None:
+        if ch.otherwise == "react":
+            await self._react("reactions_add", channel, ts, ch.reaction or "thinking_face")
+
     async def _answer(self, place: Place, thread_ts: str, pick: Pick, user: str) -> None:
         """Post "Searching …" in the thread, then replace it with the answer (continued in
         further messages if long); on failure, with one line saying so."""
@@ -324,6 +422,9 @@ class SlackBot:
                     channel=channel, thread_ts=thread_ts, text=part.text, blocks=part.blocks,
                     unfurl_links=False, unfurl_media=False,
                 )  # fmt: skip
+        except asyncio.CancelledError:  # shut down past the grace: never leave "Searching …"
+            await self._report(channel, thread_ts, status_ts, messages.interrupted())
+            raise
         except Exception as e:
             log.exception("slack: answering in %s (thread %s) failed", channel, thread_ts)
             await self._report(channel, thread_ts, status_ts, problem_line(e))
@@ -349,10 +450,11 @@ class SlackBot:
             log.error("slack: could not reply to %s in %s: %s (%s)", user, place.channel, text,
                       e.response.get("error"))  # fmt: skip
 
-    async def _react(self, method: str, channel: str, ts: str) -> bool:
+    async def _react(self, method: str, channel: str, ts: str, name: str = WORKING_REACTION
+                     ) -> bool:  # fmt: skip
         """The working reaction is a nicety: without the scope the answer still comes."""
         try:
-            await getattr(self.client, method)(channel=channel, timestamp=ts, name=WORKING_REACTION)
+            await getattr(self.client, method)(channel=channel, timestamp=ts, name=name)
             return True
         except SlackApiError as e:
             log.warning("slack: %s failed in %s: %s (needed: %s)", method, channel,

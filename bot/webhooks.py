@@ -47,6 +47,7 @@ from aiohttp import web
 
 from core.config import Instance, repo_views
 from core.errors import ConfigError
+from core.ops.health import Probe
 from core.service import RepoExpert, SyncRequest
 
 from .settings import WebhookSettings
@@ -187,10 +188,7 @@ class WebhookReceiver:
     def routes(self, web_app: web.Application, path: str = DEFAULT_PATH) -> None:
         web_app.router.add_post(path, self.handle)
         web_app.router.add_post(path.rstrip("/") + "/{instance}", self.handle)
-        web_app.router.add_get("/healthz", self.health)
-
-    async def health(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
+        Probe(self.app, sorted(self.instances)).add_routes(web_app)  # /healthz /readyz /metrics
 
     async def handle(self, request: web.Request) -> web.Response:
         delivery = request.headers.get("X-GitHub-Delivery", "?")[:80]

@@ -10,6 +10,7 @@
     {data}/{instance}/eval/                         ``eval --compare`` reports (default folder)
     {data}/cache/embeddings.sqlite                  passage vectors by (model, text hash)
     {data}/conversations.sqlite                     the bots' threads and feedback
+    {data}/discord-commands.json                    hash of the Discord commands last synced
 
 An instance name becomes a folder name here, so it must be one path component that stays inside
 the data folder: :meth:`Layout.instance` refuses anything else (``..``, ``a/b``, an absolute path).
@@ -75,3 +76,7 @@ class Layout:
     @property
     def conversations(self) -> Path:
         return self.data / "conversations.sqlite"
+
+    @property
+    def discord_commands(self) -> Path:
+        return self.data / "discord-commands.json"

@@ -338,6 +338,7 @@ class RepoExpert:
         conversation: list[Turn] | None = None,
         on_text: OnText | None = None,
         repo: str | None = None,
+        retrieval: Retrieval | None = None,
     ) -> Answer:
         """Answer a question about one instance, with numbered, permalinked sources.
 
@@ -345,18 +346,23 @@ class RepoExpert:
         as it arrives. That is a preview — raw citation markers, nothing checked yet; the answer
         returned is the same as without ``on_text`` and replaces it. Extractive answers don't
         stream: ``on_text`` is never called. ``repo``: only that repository's sources (an
-        instance over several; ``repo:NAME`` in the question says the same)."""
+        instance over several; ``repo:NAME`` in the question says the same). ``retrieval``: what
+        :meth:`retrieve` already found for this question (a caller that looked before deciding
+        to answer: support channels), so it is not searched twice."""
         t = time.perf_counter()
         question = checked_question(question)
-        # A follow-up ("and its default?") is searched together with the turn it follows —
-        # resolved once, here; the answerer gets the question as asked, the conversation, and
-        # (in the retrieval) what was searched.
-        query = resolve_followup(question, conversation)
-        retrieval = await self.retrieve(name, query, repo=repo)
-        if query != question:
-            retrieval.route["query"] = query
-        if retrieval.query != query:  # ``repo:NAME`` taken out
-            question = strip_repo(question)
+        if retrieval is None:
+            # A follow-up ("and its default?") is searched together with the turn it follows —
+            # resolved once, here; the answerer gets the question as asked, the conversation,
+            # and (in the retrieval) what was searched.
+            query = resolve_followup(question, conversation)
+            retrieval = await self.retrieve(name, query, repo=repo)
+            if query != question:
+                retrieval.route["query"] = query
+            if retrieval.query != query:  # ``repo:NAME`` taken out
+                question = strip_repo(question)
+        elif strip_repo(question) != " ".join(question.split()):  # ``repo:NAME``: the caller's
+            question = strip_repo(question)  # search took it out already
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
         several = retrieval.route.get("signals", {}).get("issues_in_several") or {}

@@ -8,9 +8,11 @@ reads as text), records them, and can be told to fail a route (``fail("POST", r"
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +100,7 @@ class Call:
     path: str
     body: Any
     auth: str
+    at: float = 0.0
 
 
 class StubDiscordApi(LocalServer):
@@ -107,6 +110,16 @@ class StubDiscordApi(LocalServer):
         self.failures: list[tuple[str, re.Pattern[str], int, dict[str, Any]]] = []
         self.channels: dict[int, dict[str, Any]] = {}
         self._ids = itertools.count(120000000000000000)
+        # The gateway (a real websocket, for a bot in a process of its own): what it was told,
+        # when it closed and how.
+        self.guild_channels: list[int] = []
+        self.members: set[int] = set()  # the users GET /guilds/{g}/members/{u} finds
+        self.identified = asyncio.Event()
+        self.gateway_closed = asyncio.Event()
+        self.close_code: int | None = None
+        self.closed_at = 0.0
+        self._ws: web.WebSocketResponse | None = None
+        self._seq = itertools.count(1)
 
     @property
     def base(self) -> str:
@@ -122,7 +135,31 @@ class StubDiscordApi(LocalServer):
         return [c.body for c in self.calls if c.method == method and rx.search(c.path)]
 
     def routes(self, app: web.Application) -> None:
+        app.router.add_get("/gateway", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._handle)
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a gateway event (op 0) to the connected client."""
+        assert self._ws is not None
+        await self._ws.send_json({"op": 0, "t": event, "s": next(self._seq), "d": data})
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        """HELLO; IDENTIFY → READY and GUILD_CREATE; heartbeats acked; the close recorded."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self._ws = ws
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": 41250}})
+        async for msg in ws:
+            payload = json.loads(msg.data)
+            if payload.get("op") == 2:
+                self.identified.set()
+                await self.dispatch("READY", ready_payload())
+                await self.dispatch("GUILD_CREATE", guild_payload(self.guild_channels))
+            elif payload.get("op") == 1:
+                await ws.send_json({"op": 11})
+        self.close_code, self.closed_at = ws.close_code, time.monotonic()
+        self.gateway_closed.set()
+        return ws
 
     @staticmethod
     def _json(data: Any, status: int = 200) -> web.Response:
@@ -139,13 +176,23 @@ class StubDiscordApi(LocalServer):
     async def _handle(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
         body: Any = await request.json() if request.can_read_body else None
-        self.calls.append(
-            Call(request.method, path, body, request.headers.get("Authorization", ""))
-        )
+        auth = request.headers.get("Authorization", "")
+        self.calls.append(Call(request.method, path, body, auth, time.monotonic()))
         for method, rx, status, err in self.failures:
             if method == request.method and rx.search(path):
                 return self._json(err, status)
         m = request.method
+        if m == "GET" and (hit := re.fullmatch(r"/guilds/\d+/members/(\d+)", path)):
+            uid = int(hit.group(1))
+            if uid not in self.members:
+                return self._json({"message": "Unknown Member", "code": 10007}, 404)
+            return self._json({"user": user_payload(uid, f"u{uid}"), "roles": [],
+                               "joined_at": NOW, "deaf": False, "mute": False,
+                               "flags": 0})  # fmt: skip
+        if m == "GET" and path == "/gateway/bot":
+            limit = {"total": 1000, "remaining": 1000, "reset_after": 0, "max_concurrency": 1}
+            return self._json({"url": f"ws://127.0.0.1:{self.port}/gateway", "shards": 1,
+                               "session_start_limit": limit})  # fmt: skip
         if m == "GET" and path == "/users/@me":
             return self._json(user_payload(BOT_ID, "repo-expert", bot=True))
         if m == "GET" and path == "/oauth2/applications/@me":
@@ -168,10 +215,13 @@ class StubDiscordApi(LocalServer):
                 ]
             )
         if m == "POST" and (hit := re.fullmatch(r"/channels/(\d+)/messages/(\d+)/threads", path)):
-            tid = next(self._ids)
+            tid = int(hit.group(2))  # as Discord does: a thread on a message has the message's id
             thread = thread_payload(tid, int(hit.group(1)), body["name"])
             self.channels[tid] = thread
             return self._json(thread, 201)
+        if m in ("PUT", "DELETE") and re.fullmatch(r"/channels/\d+/messages/\d+/reactions/.+",
+                                                 path):  # fmt: skip
+            return web.Response(status=204)
         if m == "POST" and re.fullmatch(r"/channels/\d+/typing", path):
             return web.Response(status=204)
         if m == "POST" and (hit := re.fullmatch(r"/channels/(\d+)/messages", path)):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -20,6 +21,8 @@ from stub_http import LocalServer
 class Call:
     method: str
     args: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    reply: dict[str, Any] = field(default_factory=dict)  # what the stub answered
 
 
 class StubSlackApi(LocalServer):
@@ -31,6 +34,9 @@ class StubSlackApi(LocalServer):
         self._ts = 1_700_000_000.0
         self.socket_acks: list[dict[str, Any]] = []  # what the app sent back over the socket
         self.socket_open = asyncio.Event()
+        self.socket_closed = asyncio.Event()  # the app closed its socket (close_code, closed_at)
+        self.close_code: int | None = None
+        self.closed_at = 0.0
         self._socket: web.WebSocketResponse | None = None
 
     @property
@@ -70,7 +76,8 @@ class StubSlackApi(LocalServer):
     async def _api(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         args = await self._args(request)
-        self.calls.append(Call(method, args))
+        call = Call(method, args)
+        self.calls.append(call)
         if method in self.failures:
             return web.json_response(self.failures[method])
         body: dict[str, Any] = {"ok": True}
@@ -88,6 +95,7 @@ class StubSlackApi(LocalServer):
             body |= {"message_ts": self._next_ts()}
         elif method == "apps.connections.open":
             body |= {"url": f"ws://127.0.0.1:{self.port}/socket"}
+        call.reply = body
         return web.json_response(body)
 
     async def _respond(self, request: web.Request) -> web.Response:
@@ -108,4 +116,6 @@ class StubSlackApi(LocalServer):
         self.socket_open.set()
         async for msg in ws:
             self.socket_acks.append(json.loads(msg.data))
+        self.close_code, self.closed_at = ws.close_code, time.monotonic()
+        self.socket_closed.set()
         return ws

@@ -19,6 +19,7 @@ import httpx
 import pytest
 import pytest_asyncio
 from face_rig import ROOT, ApiRig, bearer, keyed
+from prom import value
 from stub_llm_api import Reply, Request, StubLLMServer, block_number, use_llm
 
 from bot.api import serve_api
@@ -79,6 +80,7 @@ async def test_health_openapi_page_and_every_error_is_one_json_line(rig: Rig) ->
         "/v1/feedback",
         "/v1/instances",
         "/metrics",
+        "/readyz",
     } <= set(doc["paths"])
     page = await get(api.url + "/")
     assert page.headers["content-type"].startswith("text/html") and "app.js" in page.text
@@ -277,22 +279,36 @@ async def test_a_streamed_answer_arrives_as_events_before_the_answer_is_done(
 
 
 @pytest.mark.asyncio
-async def test_metrics_count_requests_answers_and_feedback(rig: Rig) -> None:
-    api = await rig()
+async def test_metrics_count_requests_answers_and_feedback(
+    rig: Rig, sample: dict[str, Any]
+) -> None:
+    other_instances(sample)
+    api = await rig(keyed({"docs-site": ["widget"]}))
+    key = bearer("docs-site")
     for _ in range(2):
-        await get(api.url + "/v1/instances")
-    await get(api.url + "/v1/nothing")
-    answer = (await post(api.url + "/v1/ask", {"instance": "widget", "question": "themes?"})).json()
-    await post(api.url + "/v1/feedback", {"turn": answer["turn"], "verdict": "up"})
-    text = (await get(api.url + "/metrics")).text
-    assert (
-        'repo_expert_http_requests_total{method="GET",route="/v1/instances",status="200"} 2' in text
-    )
-    assert 'repo_expert_http_requests_total{method="GET",route="other",status="404"} 1' in text
-    assert 'repo_expert_answers_total{platform="api"} 1' in text
-    assert 'repo_expert_feedback_total{verdict="up"} 1' in text
-    assert 'repo_expert_http_request_seconds_count{route="/v1/ask"} 1' in text
-    assert "repo_expert_answers_in_progress 0" in text and "widget" not in text
+        await get(api.url + "/v1/instances", key)
+    await get(api.url + "/v1/nothing", key)
+    ask = {"instance": "widget", "question": "themes?"}
+    answer = (await post(api.url + "/v1/ask", ask, key)).json()
+    await post(api.url + "/v1/feedback", {"turn": answer["turn"], "verdict": "up"}, key)
+    assert (await get(api.url + "/metrics")).status_code == 401  # a key is needed
+    r = await get(api.url + "/metrics", key)
+    assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    text = r.text
+    get_ = "repo_expert_http_requests_total"
+    assert value(text, get_, method="GET", route="/v1/instances", status="200") == 2
+    assert value(text, get_, method="GET", route="other", status="404") == 1
+    assert value(text, "repo_expert_questions_total", platform="api", outcome="answered") == 1
+    assert value(text, "repo_expert_answer_seconds_count", platform="api") == 1
+    assert value(text, "repo_expert_feedback_total", verdict="up") == 1
+    assert value(text, "repo_expert_http_request_seconds_count", route="/v1/ask") == 1
+    assert value(text, "repo_expert_answers_in_progress") == 0
+    age = value(text, "repo_expert_index_age_seconds", instance="widget")
+    assert age is not None and 0 <= age < 600  # built by the question
+    assert "secret" not in text and "other" not in text.replace('route="other"', "")
+    ready = await get(api.url + "/readyz")  # no key needed: counts, never names
+    assert ready.status_code == 200
+    assert ready.json() == {"ready": True, "instances": 3, "indexed": 1, "problems": []}
 
 
 @pytest.mark.asyncio

@@ -14,7 +14,7 @@ import pytest
 from helpers import make_repo
 
 from bot.common import Access, Limits, Pick, Place, Refusal, split_text
-from bot.discord import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, answer_messages
+from bot.discord_render import EMBED_DESCRIPTION_LIMIT, EMBED_TOTAL_LIMIT, answer_messages
 from bot.serve import check_env, serve, slack_mode
 from bot.settings import ServeConfig, SlackSettings, load_serve_config
 from bot.slack_blocks import answer_messages as slack_messages
@@ -276,7 +276,7 @@ def imports(path: Path) -> list[tuple[str, ast.AST]]:
 
 def test_bot_imports_only_the_core_surface_and_core_not_bot() -> None:
     allowed = {"core.service", "core.models", "core.config", "core.store.conversations",
-               "core.errors", "core.answer"}  # fmt: skip
+               "core.errors", "core.answer", "core.ops.health", "core.ops.metrics"}  # fmt: skip
     for f in (ROOT / "bot").glob("*.py"):
         for mod, _ in imports(f):
             if mod.startswith("core"):
@@ -306,6 +306,13 @@ def test_manifest_and_procfile_match_the_bot() -> None:
     scopes = set(m["oauth_config"]["scopes"]["bot"])
     assert scopes >= {"app_mentions:read", "chat:write", "commands", "reactions:write"}
     assert m["settings"]["interactivity"]["is_enabled"] and m["settings"]["socket_mode_enabled"]
+    # Direct messages (bot/slack.py on_message): the event, its scope and the Messages tab.
+    assert "message.im" in m["settings"]["event_subscriptions"]["bot_events"]
+    assert "im:history" in scopes and m["features"]["app_home"]["messages_tab_enabled"]
+    assert not m["features"]["app_home"]["messages_tab_read_only_enabled"]
+    # Support channels (bot/support.py): every message of a channel, and the stop reaction.
+    events = set(m["settings"]["event_subscriptions"]["bot_events"])
+    assert {"message.channels", "reaction_added"} <= events and "reactions:read" in scopes
     procs = {}
     for line in (ROOT / "Procfile").read_text().splitlines():
         if line.strip() and not line.startswith("#"):

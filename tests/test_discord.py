@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
 from itertools import pairwise
@@ -446,3 +447,113 @@ async def test_a_failure_before_the_answer_replaces_the_preview(world: World) ->
     assert preview["content"].endswith(WRITING)
     last = w.stub.of("PATCH", rf"^/channels/{tid}/messages/\d+$")[-1]
     assert last["content"].startswith("Sorry, I couldn't answer that") and last["embeds"] == []
+
+
+# -- DMs, feedback buttons, command sync (issue 16) ----------------------------------------------
+def components(msg: dict[str, Any]) -> list[str]:
+    return [c["custom_id"] for row in msg.get("components") or [] for c in row["components"]]
+
+
+@pytest.mark.asyncio
+async def test_feedback_buttons_under_the_answer_are_recorded_like_slacks(world: World) -> None:
+    w = world
+    w.say("what is the default timeout?")
+    await w.settle()
+    thread = only_thread(w)
+    (msg,) = w.sent(thread["id"])
+    (turn,) = [t for t in (await w.store._db.execute_fetchall("SELECT id FROM turns"))]
+    assert components(msg) == [f"rx:feedback:up:{turn[0]}", f"rx:feedback:down:{turn[0]}"]
+    for custom_id, user in ((components(msg)[1], BEA), ("rx:feedback:up:999999", ANA)):
+        payload = interaction_payload(next(_ids), channel_payload(GENERAL), user, [], kind=3)
+        payload["data"] = {"custom_id": custom_id, "component_type": 2}
+        w.state.parse_interaction_create(payload)
+        await w.settle()
+    replies = [b["data"] for b in w.stub.of("POST", r"^/interactions/\d+/[^/]+/callback$")]
+    assert [r["content"] for r in replies] == [
+        "Thanks: noted, that helps us improve.",
+        "I can't find that answer any more, so the feedback wasn't recorded.",
+    ]
+    assert all(r["flags"] & 64 for r in replies)  # ephemeral: only the clicker sees it
+    (record,) = await w.store.feedback("widget")
+    assert (record.platform, record.user, record.verdict) == ("discord", BEA["id"], "down")
+    assert record.question == "what is the default timeout?"
+
+
+@pytest.mark.asyncio
+async def test_a_direct_message_is_answered_there_with_a_dms_instances(world: World) -> None:
+    w = world
+    dm = 140000000000000001
+    w.stub.members = {int(ANA["id"])}  # ana is a member of the guild, bea is not
+    inst = w.sample["tmp"] / "instances"  # guildonly: private, the guild only (no channel list)
+    (inst / "guildonly.yaml").write_text(
+        (inst / "secret.yaml").read_text().replace(f", channels: [{SECRET_CH}]", "")
+    )
+    await w.start()
+    w.state.parse_message_create(message_payload(next(_ids), dm, "what is the default timeout?",
+                                                 ANA, guild=False))  # fmt: skip
+    await w.settle()
+    assert "guildonly" in w.sent(dm)[-1]["content"]  # two are hers here: which one?
+    w.state.parse_message_create(
+        message_payload(next(_ids), dm, "widget what is the default timeout?", ANA, guild=False)
+    )
+    await w.settle()
+    msg = w.sent(dm)[-1]  # in the DM itself (no thread there), with the buttons
+    assert "thirty seconds" in msg["content"] and len(components(msg)) == 2
+    assert not w.stub.of("POST", r"/threads$")
+    w.state.parse_message_create(message_payload(next(_ids), dm, "where is it set?", ANA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][1] is not None  # a follow-up: the DM is one conversation
+    # Not "secret" nor "team": restricted to channels, and a DM is no channel of the guild.
+    w.state.parse_message_create(message_payload(next(_ids), dm, "secret what is it?", ANA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][0] == "secret what is it?"  # just words: asked of widget
+    w.state.parse_message_create(message_payload(next(_ids), dm, "team themes?", ANA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert "team" in w.sent(dm)[-1]["content"]  # refused: not available here
+    assert len(w.recorder.calls) == 3
+    # An instance of the guild only: ana (a member) may use it in her DM; bea may not.
+    w.state.parse_message_create(message_payload(next(_ids), dm, "guildonly themes?", ANA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][0] == "themes?" and len(w.recorder.calls) == 4
+    dm2 = 140000000000000002
+    w.state.parse_message_create(message_payload(next(_ids), dm2, "guildonly themes?", BEA,
+                                                 guild=False))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][0] == "guildonly themes?"  # just words to bea: widget answers
+    assert len(w.stub.of("GET", r"^/guilds/\d+/members/")) == 2  # once per asker (remembered)
+
+
+@pytest.mark.asyncio
+async def test_nothing_new_is_started_while_shutting_down(world: World) -> None:
+    w = world
+    assert w.bot is not None
+    await w.bot.drain(grace=0)  # what SIGTERM does
+    w.say("what is the default timeout?")
+    w.slash("what is the default timeout?")
+    await w.settle()
+    assert not w.stub.of("POST", r"/threads$") and w.recorder.calls == []
+    (reply,) = [b["data"] for b in w.stub.of("POST", r"^/interactions/\d+/[^/]+/callback$")]
+    assert reply["content"] == "The bot is restarting: please ask again in a minute."
+    assert w.bot.core.limits.active == 0
+
+
+@pytest.mark.asyncio
+async def test_application_commands_are_synced_only_when_they_changed(world: World) -> None:
+    w = world
+    puts = rf"^/applications/{APP_ID}/commands$"
+    assert len(w.stub.of("PUT", puts)) == 1  # the first start
+    await w.start()  # a restart with the same command
+    assert len(w.stub.of("PUT", puts)) == 1
+    await w.start(command="question")  # renamed: synced again
+    (_, renamed) = w.stub.of("PUT", puts)
+    assert [c["name"] for c in renamed] == ["question"]
+    await w.start(command="question")
+    assert len(w.stub.of("PUT", puts)) == 2
+    w.app.layout.discord_commands.write_text("not json")  # damaged: synced, file rewritten
+    await w.start(command="question")
+    assert len(w.stub.of("PUT", puts)) == 3
+    assert json.loads(w.app.layout.discord_commands.read_text())[str(APP_ID)]

@@ -19,6 +19,7 @@ from face_rig import ROOT, bearer, fake_serve_argv, free_port, keyed, with_links
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from prom import value
 
 from bot.mcp import parse_address
 from core.errors import ConfigError
@@ -169,6 +170,14 @@ async def test_mcp_over_http_with_api_keys(world: dict[str, Any]) -> None:
                 "nobody", "other"
             )  # fmt: skip
             turn = await exercise(client, world["sha"])
+        async with httpx.AsyncClient() as c:  # the health routes, beside /mcp
+            ready = await c.get(base + "/readyz")  # no key needed: counts only
+            assert ready.status_code == 200 and ready.json()["ready"] is True
+            assert (await c.get(base + "/metrics")).status_code == 401
+            text = (await c.get(base + "/metrics", headers=bearer("docs-site"))).text
+        assert value(text, "repo_expert_questions_total", platform="mcp", outcome="answered")
+        assert value(text, "repo_expert_index_age_seconds", instance="widget") is not None
+        assert 'instance="other"' not in text  # not the key's
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 30)

@@ -8,7 +8,6 @@ the fake embedder).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -23,6 +22,7 @@ from urllib.parse import parse_qsl, urlencode
 import aiohttp
 import pytest
 import pytest_asyncio
+from prom import value
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
@@ -42,6 +42,7 @@ from bot.serve import http_app, run_slack
 from bot.settings import ServeConfig, SlackSettings
 from bot.slack import SlackBot
 from core.answer.extractive import ExtractiveAnswerer
+from core.cli import parser
 from core.cli.commands import cmd_feedback
 from core.models import Turn
 from core.store.conversations import ConversationStore
@@ -125,11 +126,12 @@ def command(w: World, text: str, **kw: str) -> AsyncBoltRequest:
 
 
 def event(kind: str, text: str, ts: str, channel: str = "CGEN", user: str = "U1",
-          thread_ts: str | None = None, team: str = "T1") -> AsyncBoltRequest:  # fmt: skip
+          thread_ts: str | None = None, team: str = "T1",
+          channel_type: str = "channel", **extra: Any) -> AsyncBoltRequest:  # fmt: skip
     ev: dict[str, Any] = {"type": kind, "user": user, "text": text, "ts": ts,
-                          "channel": channel, "team": team, "event_ts": ts}  # fmt: skip
+                          "channel": channel, "team": team, "event_ts": ts, **extra}  # fmt: skip
     if kind == "message":
-        ev["channel_type"] = "channel"
+        ev["channel_type"] = channel_type
     if thread_ts:
         ev["thread_ts"] = thread_ts
     body = {"token": "legacy", "team_id": team, "api_app_id": "A1", "type": "event_callback",
@@ -256,6 +258,42 @@ async def test_mention_answers_in_its_thread_and_follow_up_gets_the_history(
 
 
 @pytest.mark.asyncio
+async def test_a_direct_message_is_answered_in_its_thread_and_followed_up(world: World) -> None:
+    w = world
+    await w.send(event("message", "what is the default timeout?", "150.000100", channel="D1",
+                       channel_type="im"))  # fmt: skip
+    await w.settle()
+    status = w.stub.of("chat.postMessage")[0]
+    assert (status["channel"], status["thread_ts"]) == ("D1", "150.000100")
+    assert "thirty seconds" in section_texts(w.stub.of("chat.update")[0]["blocks"])[0]
+    await w.send(event("message", "where is it set?", "150.000300", channel="D1",
+                       channel_type="im", thread_ts="150.000100"))  # fmt: skip
+    await w.settle()
+    assert w.recorder.calls[-1][1] is not None  # the follow-up came with the DM's first turn
+    # The bot's own messages, edits and other bots are not questions.
+    for extra in ({"subtype": "message_changed"}, {"bot_id": "B2"}):
+        await w.send(event("message", "hello", f"150.0009{len(extra)}", channel="D1",
+                           channel_type="im", **extra))  # fmt: skip
+    await w.settle()
+    assert [t[0] for t in await turns(w)] == ["T1:D1:150.000100"] * 2
+
+
+@pytest.mark.asyncio
+async def test_no_token_warning_on_start(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", TOKEN)  # as `serve slack` runs: Bolt reads it too
+    caplog.set_level(logging.DEBUG)
+    w = world
+    w.make_bot()
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()]
+    logging.getLogger("slack_bolt.AsyncApp").warning("another warning")  # only that one goes
+    assert [r.getMessage() for r in caplog.records if r.name == "slack_bolt.AsyncApp"] == [
+        "another warning"
+    ]
+
+
+@pytest.mark.asyncio
 async def test_thread_replies_without_mention_only_when_configured(world: World) -> None:
     w = world
     await w.send(mention("what is the default timeout?", "200.000100"))
@@ -332,7 +370,7 @@ async def test_feedback_buttons_are_recorded_and_printed(
     assert records[0].question == "what is the default timeout?"
     assert records[0].sources[0]["n"] == 1 and "README.md#L9-L12" in records[0].sources[0]["url"]
 
-    args = argparse.Namespace(name="widget", db=str(w.store.path), limit=10, json=False)
+    args = parser().parse_args(["feedback", "widget", "--db", str(w.store.path), "--limit", "10"])
     assert await cmd_feedback(w.app, args) == 0
     out = capsys.readouterr().out
     assert "widget: 0 👍  2 👎" in out and "Q: what is the default timeout?" in out
@@ -491,6 +529,10 @@ async def test_http_mode_verifies_signatures_over_real_http(world: World) -> Non
         async with aiohttp.ClientSession() as http:
             async with http.get(server.address("/healthz")) as r:
                 assert r.status == 200 and await r.json() == {"ok": True}
+            async with http.get(server.address("/readyz")) as r:
+                assert r.status == 200 and (await r.json())["ready"] is True
+            async with http.get(server.address("/metrics")) as r:
+                assert value(await r.text(), "repo_expert_answers_in_progress") == 0
             body = command_body(w, "what is the default timeout?")
             for secret, status in (("not-the-secret", 401), (SECRET, 200)):
                 req = signed(body, "application/x-www-form-urlencoded", secret)
@@ -505,6 +547,19 @@ async def test_http_mode_verifies_signatures_over_real_http(world: World) -> Non
     finally:
         await server.stop()
     assert len(w.stub.of("chat.update")) == 1  # only the signed request was answered
+
+
+@pytest.mark.asyncio
+async def test_a_command_while_shutting_down_is_told_to_ask_again(world: World) -> None:
+    w = world
+    assert w.bot is not None
+    await w.bot.drain(grace=0)  # what SIGTERM does: nothing in progress, no new work
+    resp = await w.send(command(w, "what is the default timeout?"))
+    assert ack_text(resp) == "The bot is restarting: please ask again in a minute."
+    await w.send(mention("what is the default timeout?", "400.000100"))
+    await w.settle()
+    assert not w.stub.of("chat.postMessage") and w.recorder.calls == []
+    assert w.bot.core.limits.active == 0  # no slot kept
 
 
 # -- Socket Mode and logs ------------------------------------------------------------------------

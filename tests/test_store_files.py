@@ -11,7 +11,7 @@ import pytest
 from core.errors import StoreError
 from core.store import state
 from core.store.cache import VectorCache
-from core.store.conversations import ConversationStore
+from core.store.conversations import MIGRATIONS, ConversationStore
 from core.store.sqlite import migrate, statements
 from core.store.state import StateDB
 
@@ -37,7 +37,8 @@ async def test_a_newer_conversations_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "conversations.sqlite"
     await (await ConversationStore.open(path)).close()
     bump(path, 3)
-    with pytest.raises(StoreError, match=r"conversations database schema 5 is newer"):
+    newer = len(MIGRATIONS) + 3
+    with pytest.raises(StoreError, match=rf"conversations database schema {newer} is newer"):
         await ConversationStore.open(path)
 
 

@@ -21,6 +21,7 @@ from helpers import (
     open_live,
     write_files,
 )
+from prom import value
 from stub_github_api import StubGitHub
 from stub_http import LocalServer
 
@@ -233,6 +234,20 @@ async def test_serving_needs_an_instance_with_a_secret(tmp_path: Path) -> None:
     app = RepoExpert(Settings(tmp_path / "i", tmp_path / "d"))
     with pytest.raises(ConfigError, match="no instance has webhook_secret"):
         await serve_webhooks(app, "127.0.0.1", 0)
+
+
+@pytest.mark.asyncio
+async def test_health_readiness_and_metrics_beside_the_deliveries(hooks: Hooks) -> None:
+    base = hooks.url.removesuffix("/webhooks/github")
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(base + "/healthz")).json() == {"ok": True}
+        ready = await client.get(base + "/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {"ready": True, "instances": 2, "indexed": 0, "problems": []}
+        metrics = await client.get(base + "/metrics")
+    assert metrics.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    # Prometheus's own parser reads it (a malformed line raises).
+    assert value(metrics.text, "repo_expert_answers_in_progress") == 0
 
 
 def test_issue_events_of_the_code_repository_are_not_the_issues_repositorys() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sqlite3
 import sys
 import textwrap
@@ -22,9 +23,10 @@ from importlib import metadata
 import core
 from core.cli import commands as c
 from core.cli.init import cmd_init
-from core.config import RedactingFormatter, Settings, redact
+from core.config import Settings, redact
 from core.errors import RepoExpertError
 from core.extras import need
+from core.ops.logs import formatter
 from core.service import RepoExpert
 
 log = logging.getLogger("repo_expert")
@@ -64,7 +66,7 @@ async def cmd_serve(app: RepoExpert, args: argparse.Namespace) -> int:
     else:
         from bot.serve import serve
 
-        await serve(args.platform, app, config)
+        await serve(args.platform, app, config, health=args.health_port)
     return 0
 
 
@@ -79,7 +81,7 @@ examples:
   repo-expert sync --all --watch                 # keep every instance fresh
   repo-expert serve slack --instances /srv/instances -v
 
-Global flags (--instances, --data, --store, -v) go anywhere on the line.
+Global flags (--instances, --data, --store, -v, --log-format) go anywhere on the line.
 `repo-expert COMMAND --help` explains each command. README: configuration, the bots, the API,
 MCP."""
 
@@ -106,6 +108,11 @@ def _globals(instances: bool = True) -> argparse.ArgumentParser:
     g.add_argument(
         "-v", "--verbose", action="count", default=argparse.SUPPRESS,
         help="more log output on stderr: -v progress details, -vv debug",
+    )  # fmt: skip
+    g.add_argument(
+        "--log-format", choices=["text", "json"], default=argparse.SUPPRESS,
+        help="log lines as text (default) or one JSON object per line for log shippers; "
+        "secrets are redacted in both",
     )  # fmt: skip
     return g
 
@@ -249,6 +256,11 @@ def parser() -> argparse.ArgumentParser:
         "--http", metavar="HOST:PORT", help="mcp: serve streamable HTTP at http://HOST:PORT/mcp "
         "instead of stdio"
     )  # fmt: skip
+    s.add_argument(
+        "--health-port", type=int, metavar="PORT", help="slack (Socket Mode), discord, all: "
+        "serve /healthz, /readyz and /metrics on this port (default: health.port of the "
+        "settings, else $PORT when set)",
+    )  # fmt: skip
     s.set_defaults(fn=cmd_serve)
 
     s = command(
@@ -272,6 +284,10 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--json", action="store_true", help="one JSON object per sync")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--health-port", type=int, metavar="PORT", help="with --watch: serve /healthz, /readyz "
+        "and /metrics on this port (default $PORT when set; needs the api extra)",
+    )  # fmt: skip
     s.set_defaults(fn=c.cmd_sync)
 
     s = command(
@@ -301,14 +317,24 @@ def parser() -> argparse.ArgumentParser:
 
     s = command(
         "feedback",
-        "print the 👍/👎 given on an instance's answers (bots, API, page, MCP)",
-        "  repo-expert feedback widget --limit 20",
+        "print the 👍/👎 given on an instance's answers (bots, API, page, MCP); with "
+        "--unanswered the questions that got no answer or a 👎, with --export-eval those as an "
+        "eval question file to fill in",
+        "  repo-expert feedback widget --limit 20\n"
+        "  repo-expert feedback widget --unanswered\n"
+        "  repo-expert feedback widget --export-eval next-eval.yaml",
     )
     s.add_argument("name", help=name_help)
     s.add_argument(
         "--db", metavar="FILE", help="conversations database (default DATA/conversations.sqlite)"
     )
     s.add_argument("--limit", type=int, default=100, help="newest N (default 100)")
+    s.add_argument("--unanswered", action="store_true", help="list the questions that got no "
+                   "answer or a 👎 instead")  # fmt: skip
+    s.add_argument(
+        "--export-eval", metavar="FILE", help="write those questions as an eval question file "
+        "(gold left empty for a person to fill; README, \"Evaluating\")"
+    )  # fmt: skip
     s.add_argument("--json", action="store_true", help=json_help)
     s.set_defaults(fn=c.cmd_feedback)
 
@@ -334,24 +360,65 @@ def version() -> str:
         return core.__version__
 
 
+class Terminated(Exception):
+    """SIGTERM arrived: the command was cancelled and has cleaned up (servers drained)."""
+
+
+async def run_command(app: RepoExpert, args: argparse.Namespace) -> int:
+    """Run the parsed command on ``app`` (closed afterwards). SIGTERM (a platform stopping the
+    process) cancels the command, so every ``finally`` runs: the bots close their connections
+    and drain the answers in progress (serve's ``drain_seconds``), servers stop, stores close;
+    then :class:`Terminated` is raised."""
+    main, loop = asyncio.current_task(), asyncio.get_running_loop()
+    terminated = False
+
+    def on_term() -> None:
+        nonlocal terminated
+        if not terminated and main is not None:
+            terminated = True
+            log.info("SIGTERM: shutting down")
+            main.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGTERM, on_term)
+    except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+        pass
+    try:
+        return int(await args.fn(app, args))
+    except asyncio.CancelledError:
+        if terminated:
+            raise Terminated from None
+        raise
+    finally:
+        try:
+            await app.close()
+        finally:
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
 async def _run(args: argparse.Namespace) -> int:
     app = RepoExpert(Settings.from_env(getattr(args, "instances", None),
                                        getattr(args, "data", None),
                                        getattr(args, "store", None)))  # fmt: skip
-    try:
-        return int(await args.fn(app, args))
-    finally:
-        await app.close()
+    return await run_command(app, args)
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Quiet by default; ``-v``/``-vv``; text or JSON lines (``--log-format``), redacted."""
+    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(getattr(args, "verbose", 0), 2)]
+    logging.basicConfig(level=level)
+    for handler in logging.getLogger().handlers:  # no token in any log line (config/redact.py)
+        handler.setFormatter(formatter(getattr(args, "log_format", "text")))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    level = [logging.WARNING, logging.INFO, logging.DEBUG][min(getattr(args, "verbose", 0), 2)]
-    logging.basicConfig(level=level)
-    for handler in logging.getLogger().handlers:  # no token in any log line (config/redact.py)
-        handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    setup_logging(args)
     try:
         return asyncio.run(_run(args))
+    except Terminated:
+        log.info("stopped (SIGTERM)")
+        return 143
     except RepoExpertError as e:
         print(f"repo-expert: {redact(str(e))}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -14,15 +15,18 @@ from typing import Any
 
 from core.answer import LLMAnswerer
 from core.answer.support import embedding_similarity
+from core.cli.feedback import format_unanswered, unanswered_json, write_skeleton
 from core.cli.render import ProgressBar, format_status, format_summary, render_answer
 from core.cli.watch import Queued, watch
 from core.config import redact
 from core.errors import IndexError_, RepoExpertError
 from core.eval.judge import make_judge
 from core.eval.metrics import load_questions, run_cited, run_eval, run_judged
+from core.extras import need
 from core.index.sync import SyncReport
 from core.ingest.gather import SyncRequest
 from core.service import RepoExpert, checked_question
+from core.store.conversations import Unanswered
 
 
 async def cmd_instances(app: RepoExpert, args: argparse.Namespace) -> int:
@@ -168,6 +172,34 @@ def _names(app: RepoExpert, args: argparse.Namespace) -> list[str]:
     return [args.name]
 
 
+async def watch_serving_health(
+    app: RepoExpert, names: list[str], show: Any, interval: float | None, port: int | None
+) -> None:
+    """``sync --watch``, with the health server when a port is given (or ``$PORT`` is set)."""
+    port = port or (int(os.environ["PORT"]) if os.environ.get("PORT") else None)
+    if port is None:
+        await watch(app, names, show, interval=interval)
+        return
+    need("aiohttp", "api", "sync --watch --health-port")
+    from core.ops.health import Probe, start_health_server
+
+    probe = Probe(app, names)
+    runner = await start_health_server(probe, "0.0.0.0", port)
+
+    def counted(name: str, r: SyncReport | Queued | BaseException) -> None:
+        outcome = "queued" if isinstance(r, Queued) else "ok" if isinstance(r, SyncReport) and \
+            r.ok else "failed"  # fmt: skip
+        probe.metrics.syncs.labels(outcome).inc()
+        if isinstance(r, BaseException):
+            probe.metrics.error(r)
+        show(name, r)
+
+    try:
+        await watch(app, names, counted, interval=interval)
+    finally:
+        await runner.cleanup()
+
+
 async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
     if not args.name and not args.all:
         raise RepoExpertError("name an instance, or give --all")
@@ -180,7 +212,7 @@ async def cmd_sync(app: RepoExpert, args: argparse.Namespace) -> int:
             print(f"sync of {name} failed: {redact(str(r))}", file=sys.stderr, flush=True)
 
     if args.watch:
-        await watch(app, names, show, interval=args.interval)
+        await watch_serving_health(app, names, show, args.interval, args.health_port)
         return 0
     failed = 0
     for name in names:
@@ -232,11 +264,34 @@ async def cmd_worker(app: RepoExpert, args: argparse.Namespace) -> int:
     return 0
 
 
+async def unanswered(app: RepoExpert, args: argparse.Namespace, path: Path, found: bool) -> int:
+    """``feedback NAME --unanswered`` / ``--export-eval FILE`` (``feedback.py``)."""
+    records: list[Unanswered] = []
+    if found:
+        store = await app.conversations(path)
+        try:
+            records = await store.unanswered(args.name, args.limit)
+        finally:
+            await store.close()
+    if args.export_eval:
+        n = write_skeleton(Path(args.export_eval), args.name, records)
+        print(f"wrote {n} question(s) to {args.export_eval}: fill each gold, then "
+              f"repo-expert eval {args.name} --questions {args.export_eval}")  # fmt: skip
+    elif args.json:
+        print(unanswered_json(records))
+    else:
+        print(format_unanswered(args.name, records))
+    return 0
+
+
 async def cmd_feedback(app: RepoExpert, args: argparse.Namespace) -> int:
     app.instance(args.name)  # an unknown name fails here, with the known ones
     path = Path(args.db) if args.db else app.layout.conversations
     records = []
-    if app.backend.shared or path.exists():
+    found = app.backend.shared or path.exists()
+    if args.unanswered or args.export_eval:
+        return await unanswered(app, args, path, found)
+    if found:
         store = await app.conversations(path)
         try:
             records = await store.feedback(args.name, args.limit)

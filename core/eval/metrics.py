@@ -88,6 +88,13 @@ def load_questions(path: Path) -> list[EvalQuestion]:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
             raise ConfigError(f"{path}: question [{i}] {loc}: {first['msg']}") from None
+    empty = [q.id for q in out if not q.gold.paths and not q.gold.issues]
+    if empty:  # e.g. a skeleton from `feedback --export-eval` not filled in yet
+        more = f" and {len(empty) - 5} more" if len(empty) > 5 else ""
+        raise ConfigError(
+            f"{path}: gold is empty for {', '.join(empty[:5])}{more}: expected gold.paths or "
+            "gold.issues naming where the answer lives (fill them in, or delete the question)"
+        )
     return out
 
 

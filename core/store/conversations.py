@@ -5,7 +5,9 @@ Discord: the thread's channel id; the API, the web page and MCP (``api``, ``web`
 caller and its conversation id). Each answered question is a *turn*; a thread's earlier turns
 are the conversation a follow-up is answered with. Feedback (👍/👎) is recorded per turn and user
 (a second click replaces the first) and read back with the turn's instance, question, answer and
-sources by ``repo-expert feedback NAME``.
+sources by ``repo-expert feedback NAME``. A turn records ``no_answer`` (the answerer said the
+sources don't hold the answer); :meth:`ConversationStore.unanswered` lists those turns and the
+ones given a 👎 (``feedback NAME --unanswered``, ``--export-eval``).
 
 The schema evolves by numbered migrations (``PRAGMA user_version`` counts those applied; see
 ``store/sqlite.py``). Several processes (``serve slack`` and ``serve discord``) may share
@@ -14,6 +16,7 @@ the file: it is opened in WAL mode with a busy timeout.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
@@ -68,6 +71,11 @@ def m002_feedback(db: sqlite3.Connection) -> None:
     )
 
 
+@migration
+def m003_no_answer(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE turns ADD COLUMN no_answer INTEGER NOT NULL DEFAULT 0")
+
+
 @dataclass
 class FeedbackRecord:
     """One person's verdict on one answer, with what was asked and answered."""
@@ -90,6 +98,41 @@ class FeedbackRecord:
             "sources": self.sources, "user": self.user, "verdict": self.verdict,
             "created": self.created,
         }  # fmt: skip
+
+
+@dataclass
+class Unanswered:
+    """A question that got no answer (``no_answer``) or a 👎 from someone (``down`` counts them)."""
+
+    turn_id: int
+    platform: str
+    thread: str
+    instance: str
+    question: str
+    answer: str
+    sources: list[dict[str, Any]]
+    no_answer: bool
+    down: int
+    created: float
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {"turn": d.pop("turn_id"), **d}
+
+
+# Both stores select the same columns for :meth:`unanswered` (``?`` / ``$n`` differ).
+UNANSWERED_SQL = (
+    "SELECT t.id, t.platform, t.thread, t.instance, t.question, t.answer, t.sources, "
+    "t.no_answer, (SELECT count(*) FROM {feedback} f WHERE f.turn_id = t.id AND "
+    "f.verdict = 'down') AS down, t.created FROM {turns} t WHERE t.instance = {p1} "
+    "AND (t.no_answer OR EXISTS (SELECT 1 FROM {feedback} f WHERE f.turn_id = t.id "
+    "AND f.verdict = 'down')) ORDER BY t.id DESC LIMIT {p2}"
+)
+
+
+def unanswered_row(r: Any) -> Unanswered:
+    return Unanswered(int(r[0]), r[1], r[2], r[3], r[4], r[5], json.loads(r[6]), bool(r[7]),
+                      int(r[8]), float(r[9]))  # fmt: skip
 
 
 def source_record(answer: Answer) -> str:
@@ -126,9 +169,9 @@ class ConversationStore:
     ) -> int:
         cur = await self._db.execute(
             "INSERT INTO turns (platform, thread, instance, user, question, answer, sources, "
-            "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "created, no_answer) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (platform, thread, instance, user, question, answer.text, source_record(answer),
-             time.time()),
+             time.time(), int(answer.no_answer)),
         )  # fmt: skip
         await self._db.commit()
         assert cur.lastrowid is not None
@@ -185,6 +228,12 @@ class ConversationStore:
     async def feedback(self, instance: str, limit: int = 1000) -> list[FeedbackRecord]:
         """Feedback on one instance's answers, newest first."""
         return await self._feedback("t.instance = ?", (instance,), limit)
+
+    async def unanswered(self, instance: str, limit: int = 1000) -> list[Unanswered]:
+        """Turns of ``instance`` that got no answer or a 👎, newest first."""
+        sql = UNANSWERED_SQL.format(feedback="feedback", turns="turns", p1="?", p2="?")
+        cur = await self._db.execute(sql, (instance, limit))
+        return [unanswered_row(r) for r in await cur.fetchall()]
 
     async def _feedback(
         self, where: str, args: tuple[Any, ...], limit: int

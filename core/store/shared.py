@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from core.layout import Layout
 from core.models import Answer, Turn
-from core.store.conversations import FeedbackRecord, Verdict
+from core.store.conversations import FeedbackRecord, Unanswered, Verdict
 from core.store.state import IssueRow, StateDB
 
 
@@ -69,4 +69,5 @@ class Conversations(Protocol):
         self, platform: str, turn_id: int, user: str, verdict: Verdict
     ) -> FeedbackRecord | None: ...
     async def feedback(self, instance: str, limit: int = 1000) -> list[FeedbackRecord]: ...
+    async def unanswered(self, instance: str, limit: int = 1000) -> list[Unanswered]: ...
     async def close(self) -> None: ...

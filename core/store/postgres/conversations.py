@@ -11,7 +11,14 @@ from typing import Any
 import asyncpg
 
 from core.models import Answer, Turn
-from core.store.conversations import FeedbackRecord, Verdict, source_record
+from core.store.conversations import (
+    UNANSWERED_SQL,
+    FeedbackRecord,
+    Unanswered,
+    Verdict,
+    source_record,
+    unanswered_row,
+)
 from core.store.postgres.db import Database
 
 
@@ -33,9 +40,10 @@ class PgConversations:
         pool = await self._pool()
         got = await pool.fetchval(
             'INSERT INTO rx_turns (platform, thread, instance, "user", question, answer, '
-            "sources, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+            "sources, created, no_answer) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+            "RETURNING id",
             platform, thread, instance, user, question, answer.text, source_record(answer),
-            time.time(),
+            time.time(), answer.no_answer,
         )  # fmt: skip
         return int(got)
 
@@ -84,6 +92,11 @@ class PgConversations:
 
     async def feedback(self, instance: str, limit: int = 1000) -> list[FeedbackRecord]:
         return await self._feedback("t.instance = $1", (instance,), limit)
+
+    async def unanswered(self, instance: str, limit: int = 1000) -> list[Unanswered]:
+        pool = await self._pool()
+        sql = UNANSWERED_SQL.format(feedback="rx_feedback", turns="rx_turns", p1="$1", p2="$2")
+        return [unanswered_row(r) for r in await pool.fetch(sql, instance, limit)]
 
     async def _feedback(
         self, where: str, args: tuple[Any, ...], limit: int

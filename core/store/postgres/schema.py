@@ -82,4 +82,6 @@ MIGRATIONS: list[str] = [
     """,
     # 5: a pull request's changed files, fetched with its comments (state.py's migration 2)
     "ALTER TABLE rx_issues ADD COLUMN files TEXT NOT NULL DEFAULT '[]'",
+    # 6: a turn the answerer could not answer (conversations.py's migration 3)
+    "ALTER TABLE rx_turns ADD COLUMN no_answer BOOLEAN NOT NULL DEFAULT false",
 ]
