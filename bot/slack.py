@@ -259,6 +259,11 @@ class SlackBot:
         self, ack: AsyncAck, body: dict[str, Any], action: dict[str, Any]
     ) -> None:
         await ack()
+        # Bolt runs the rest after the ack, outside the request: tracked like an answer, so
+        # drain() (tests, SIGTERM) waits for the vote to be recorded and thanked.
+        self._tasks.spawn(self._record_feedback(body, action))
+
+    async def _record_feedback(self, body: dict[str, Any], action: dict[str, Any]) -> None:
         verdict: Verdict = "up" if action["action_id"] == FEEDBACK_UP else "down"
         user = body["user"]["id"]
         record = await self.core.feedback("slack", int(action["value"]), user, verdict)
