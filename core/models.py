@@ -214,3 +214,34 @@ class Answer:
             "evidence": {"sources": len(self.evidence),
                          "chars": sum(len(e.text) for e in self.evidence)},
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """What one update of an instance should do."""
+
+    repo: bool = True  # fetch the repository (a url clone); False: index the clone as it is
+    issues: bool = True  # bring the GitHub issues mirror up to date (a github instance)
+    numbers: frozenset[int] = frozenset()  # issues/PRs a webhook named: fetched first
+    full: bool = False  # rebuild the index from scratch instead of incrementally
+    refetch_issues: bool = False  # list every issue again (drops deleted ones from the mirror)
+
+    def merge(self, other: SyncRequest) -> SyncRequest:
+        """One request that does what both ask (a burst of webhook deliveries → one sync)."""
+        return SyncRequest(
+            repo=self.repo or other.repo, issues=self.issues or other.issues,
+            numbers=self.numbers | other.numbers, full=self.full or other.full,
+            refetch_issues=self.refetch_issues or other.refetch_issues,
+        )  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.__dict__, "numbers": sorted(self.numbers)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SyncRequest:
+        """The request :meth:`to_json` wrote (a queued job's)."""
+        return cls(
+            repo=bool(d.get("repo", True)), issues=bool(d.get("issues", True)),
+            numbers=frozenset(int(n) for n in d.get("numbers") or ()), full=bool(d.get("full")),
+            refetch_issues=bool(d.get("refetch_issues")),
+        )  # fmt: skip

@@ -25,7 +25,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from core.config import Instance, repo_views
 from core.errors import RateLimited, SourceError
@@ -34,30 +33,9 @@ from core.ingest.issues import Issue, keep_issue, load_issues_file
 from core.ingest.mirror import MirrorReport, mirrored_issues, sync_and_read
 from core.ingest.repo import Checkout, checkout, checkout_dir
 from core.layout import Layout
+from core.models import SyncRequest  # the request is data every stage passes on
 from core.store.shared import StateOpener
 from core.store.state import StateDB
-
-
-@dataclass(frozen=True)
-class SyncRequest:
-    """What one update of an instance should do."""
-
-    repo: bool = True  # fetch the repository (a url clone); False: index the clone as it is
-    issues: bool = True  # bring the GitHub issues mirror up to date (a github instance)
-    numbers: frozenset[int] = frozenset()  # issues/PRs a webhook named: fetched first
-    full: bool = False  # rebuild the index from scratch instead of incrementally
-    refetch_issues: bool = False  # list every issue again (drops deleted ones from the mirror)
-
-    def merge(self, other: SyncRequest) -> SyncRequest:
-        """One request that does what both ask (a burst of webhook deliveries → one sync)."""
-        return SyncRequest(
-            repo=self.repo or other.repo, issues=self.issues or other.issues,
-            numbers=self.numbers | other.numbers, full=self.full or other.full,
-            refetch_issues=self.refetch_issues or other.refetch_issues,
-        )  # fmt: skip
-
-    def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "numbers": sorted(self.numbers)}
 
 
 @dataclass

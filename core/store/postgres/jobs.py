@@ -21,7 +21,7 @@ from typing import Any
 
 import asyncpg
 
-from core.ingest.gather import SyncRequest
+from core.models import SyncRequest
 from core.store.postgres.db import Database, json_value
 
 CHANNEL = "rx_jobs"
@@ -34,12 +34,7 @@ def request_json(req: SyncRequest) -> str:
 
 
 def request_of(data: Any) -> SyncRequest:
-    d = dict(json_value(data))
-    return SyncRequest(
-        repo=bool(d.get("repo", True)), issues=bool(d.get("issues", True)),
-        numbers=frozenset(int(n) for n in d.get("numbers") or ()), full=bool(d.get("full")),
-        refetch_issues=bool(d.get("refetch_issues")),
-    )  # fmt: skip
+    return SyncRequest.from_json(dict(json_value(data)))
 
 
 @dataclass(frozen=True)
