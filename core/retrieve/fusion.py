@@ -24,9 +24,14 @@ The allocation (:func:`allocate`):
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from core.models import Chunk, Collection
+
+# A group of candidates slots are shared between: a collection, or (collection, repository).
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass
@@ -48,18 +53,18 @@ class Candidate:
 
 
 def allocate(
-    cands: dict[Collection, list[float]],
+    cands: dict[K, list[float]],
     k: int,
     floor: float = 0.5,
-    weights: dict[Collection, float] | None = None,
+    weights: dict[K, float] | None = None,
     span: float | None = None,
-) -> dict[Collection, int]:
+) -> dict[K, int]:
     """Slots per collection for ``k`` results, given each collection's candidate scores.
     ``span``: the range is the best score less ``span`` up to the best (scores below count as
     its bottom) instead of the pool's own minimum — for scores whose differences mean the same
     on every question, like the ranker's log-odds."""
     pool = [s for ss in cands.values() for s in ss]
-    slots: dict[Collection, int] = {c: 0 for c in cands}
+    slots: dict[K, int] = {c: 0 for c in cands}
     if not pool or k <= 0:
         return slots
     lo, hi = min(pool), max(pool)
@@ -67,8 +72,8 @@ def allocate(
         lo = hi - span
         cands = {c: [max(s, lo) for s in ss] for c, ss in cands.items()}
     span = hi - lo
-    fit: dict[Collection, float] = {}
-    cap: dict[Collection, int] = {}
+    fit: dict[K, float] = {}
+    cap: dict[K, int] = {}
     for c, ss in cands.items():
         rels = sorted(((s - lo) / span if span > 1e-9 else 1.0 for s in ss), reverse=True)
         relevant = [r for r in rels if r >= floor]
@@ -104,13 +109,13 @@ def allocate(
 
 
 def select(
-    hits: dict[Collection, list[Candidate]],
+    hits: dict[K, list[Candidate]],
     k: int,
     floor: float,
-    weights: dict[Collection, float] | None = None,
-    per_doc: dict[Collection, int] | None = None,
+    weights: dict[K, float] | None = None,
+    per_doc: dict[K, int] | None = None,
     span: float | None = None,
-) -> tuple[list[Candidate], dict[Collection, int]]:
+) -> tuple[list[Candidate], dict[K, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first.
 
     The allocation sees scores without the exact-hit bonus: one named definition must not

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, cast
 
 from core.embed import EmbedService
 from core.models import COLLECTIONS, Collection, Retrieval, Source
@@ -185,19 +184,16 @@ def select_by_repo(
     to how well each repository's candidates of each collection fit, so a repository with
     nothing relevant gets none, and one that fits less still gets its share instead of being
     crowded out by one that fits a little better (the weights and limits are the collection's)."""
-    groups: dict[str, list[Candidate]] = {}
-    coll_of: dict[str, Collection] = {}
+    groups: dict[tuple[Collection, str], list[Candidate]] = {}
     for c, hs in hits.items():
         for h in hs:
-            key = f"{c}:{h.chunk.repo if h.chunk is not None else ''}"
-            groups.setdefault(key, []).append(h)
-            coll_of[key] = c
-    w = {g: (weights or {}).get(c, 1.0) for g, c in coll_of.items()}
-    limits = {g: per_doc[c] for g, c in coll_of.items() if c in per_doc} if per_doc else None
-    chosen, got = select(cast(Any, groups), k, floor, cast(Any, w), cast(Any, limits), span)
+            groups.setdefault((c, h.chunk.repo if h.chunk is not None else ""), []).append(h)
+    w = {g: (weights or {}).get(g[0], 1.0) for g in groups}
+    limits = {g: per_doc[g[0]] for g in groups if g[0] in per_doc} if per_doc else None
+    chosen, got = select(groups, k, floor, w, limits, span)
     slots: dict[Collection, int] = {}
-    for g, n in got.items():
-        slots[coll_of[str(g)]] = slots.get(coll_of[str(g)], 0) + n
+    for (c, _repo), n in got.items():
+        slots[c] = slots.get(c, 0) + n
     return chosen, slots
 
 
