@@ -168,14 +168,6 @@ def _login(a: _GhLogin | str | None) -> str:
 _ISSUES = TypeAdapter(list[_GhIssue])
 
 
-def parse_issue(obj: Any, where: str) -> Issue:
-    """One gh-JSON item; a problem is a SourceError ``{where}.field: what was expected``."""
-    try:
-        return _GhIssue.model_validate(obj).issue()
-    except ValidationError as err:
-        raise SourceError(f"{where}{_expected(err.errors()[0])}") from None
-
-
 def _expected(e: Any) -> str:
     """One pydantic error as ``[i].field: what was expected (got …)``."""
     loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"])
