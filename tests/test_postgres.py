@@ -18,8 +18,6 @@ from core.cli.watch import Queued, watch
 from core.errors import ConfigError, StoreError
 from core.models import Answer, Source, Turn
 from core.service import SyncRequest
-from core.store.conversations import ConversationStore
-from core.store.postgres.conversations import PgConversations
 from core.store.postgres.db import Database, migrate
 from core.store.postgres.schema import MIGRATIONS
 from core.store.postgres.url import redact
@@ -32,16 +30,8 @@ def an_answer() -> Answer:
 
 # -- conversations: the same behaviour on both stores ---------------------------------------
 @pytest.mark.asyncio
-@pytest.mark.parametrize("backend", ["local", "postgres"])
-async def test_conversations_twins_behave_alike(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    db = None
-    if backend == "local":
-        s: Any = await ConversationStore.open(tmp_path / "c.sqlite")
-    else:
-        db = Database(request.getfixturevalue("pg_url"))
-        s = PgConversations(db)
+async def test_conversations_twins_behave_alike(conversations: Any) -> None:
+    s = conversations
     a = an_answer()
     t1 = await s.add_turn("slack", "T:C:1", "w", "U1", "q1", a)
     await s.add_turn("slack", "T:C:1", "w", "U1", "q2", a)
@@ -58,9 +48,6 @@ async def test_conversations_twins_behave_alike(
     assert "text" not in rec.sources[0]
     await s.record_feedback("slack", t1, "U2", "down")
     assert [(r.user, r.verdict) for r in await s.feedback("w")] == [("U2", "down")]
-    await s.close()
-    if db is not None:
-        await db.close()
 
 
 # -- migrations -------------------------------------------------------------------------------

@@ -18,8 +18,6 @@ from core.errors import ConfigError
 from core.eval.metrics import load_questions
 from core.models import Answer, Source
 from core.store.conversations import MIGRATIONS, ConversationStore
-from core.store.postgres.conversations import PgConversations
-from core.store.postgres.db import Database
 
 ROOT = Path(__file__).parent.parent
 
@@ -46,29 +44,18 @@ async def fill(s: Any) -> dict[str, int]:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("backend", ["local", "postgres"])
 async def test_no_answer_and_thumbs_down_are_listed_alike_on_both_stores(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    conversations: Any,
 ) -> None:
-    db = None
-    if backend == "local":
-        s: Any = await ConversationStore.open(tmp_path / "c.sqlite")
-    else:
-        db = Database(request.getfixturevalue("pg_url"))
-        s = PgConversations(db)
-    try:
-        t = await fill(s)
-        got = await s.unanswered("w")
-        assert [(r.turn_id, r.no_answer, r.down) for r in got] == [
-            (t["down"], False, 2),
-            (t["none"], True, 0),
-        ]  # newest first; the liked and the answered turn are not there, nor another instance
-        assert got[0].sources[0]["issue"] == 4 and got[1].question == "what is flux?"
-        assert [r.turn_id for r in await s.unanswered("w", limit=1)] == [t["down"]]
-    finally:
-        await s.close()
-        if db is not None:
-            await db.close()
+    s = conversations
+    t = await fill(s)
+    got = await s.unanswered("w")
+    assert [(r.turn_id, r.no_answer, r.down) for r in got] == [
+        (t["down"], False, 2),
+        (t["none"], True, 0),
+    ]  # newest first; the liked and the answered turn are not there, nor another instance
+    assert got[0].sources[0]["issue"] == 4 and got[1].question == "what is flux?"
+    assert [r.turn_id for r in await s.unanswered("w", limit=1)] == [t["down"]]
 
 
 @pytest.mark.asyncio
