@@ -235,7 +235,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=["marshmallow", "urfave-cli", "yargs"])
+    ap.add_argument("--sets", nargs="+", default=["marshmallow", "urfave-cli", "yargs", "fd"])
     ap.add_argument("--split", default="tune", choices=["tune", "report", "all"])
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--l2", type=float, default=0.05)
