@@ -40,6 +40,7 @@ from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 Group = tuple[np.ndarray, np.ndarray]
+SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity"]  # as eval_devsets.py's
 
 
 def gold(c: object, g: Gold) -> bool:
@@ -235,7 +236,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=["marshmallow", "urfave-cli", "yargs", "fd"])
+    ap.add_argument("--sets", nargs="+", default=SETS)
     ap.add_argument("--split", default="tune", choices=["tune", "report", "all"])
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--l2", type=float, default=0.05)

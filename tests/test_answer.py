@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from core.answer.citations import finalize_citations
@@ -110,3 +111,22 @@ def test_a_signature_is_joined_over_its_brackets_only() -> None:
     long = "def g(\n" + "".join(f"    arg{i}: int = {i},\n" for i in range(15)) + ") -> Widget:\n"
     quoted = _code_quotes(long)[0]
     assert quoted.startswith("`def g(arg0: int = 0,") and quoted.endswith("… ) -> Widget`")
+
+
+@pytest.mark.asyncio
+async def test_a_far_less_similar_source_is_dropped_except_for_a_bug_report() -> None:
+    async def similarity(queries: list[str], texts: list[str]) -> np.ndarray:
+        # what the embedder would say: the quotes about timeouts answer, the others do not
+        return np.array([[0.9 if "timeout" in t else 0.5 for t in texts]])
+
+    sources = [
+        src(1, "code", "client.py › connect\ndef connect(timeout):\n    raise TimeoutError()\n"),
+        src(2, "code", "pool.py › acquire\ndef acquire(size):\n    return size\n"),
+    ]
+    answerer = ExtractiveAnswerer(similarity=similarity)
+    asked = "connect hangs forever and never raises"
+    plain = await answerer.answer(asked, Retrieval(sources))
+    assert [s.title for s in plain.sources] == ["T1"]  # pool.py's best quote answers far less
+    bug = await answerer.answer(asked, Retrieval(sources, route={"localize": True}))
+    assert [s.title for s in bug.sources] == ["T1", "T2"]  # a bug report keeps its candidate files
+    assert "[2]" in bug.text

@@ -87,7 +87,7 @@ def test_diversity_keeps_one_file_from_taking_every_slot() -> None:
 def test_a_bug_report_gets_one_chunk_per_file_and_the_baselines_no_limit() -> None:
     from core.config import RetrievalConfig
     from core.retrieve.options import Options
-    from core.retrieve.search import per_doc_limits
+    from core.retrieve.search import bug_report, per_doc_limits
 
     opt = Options.of(RetrievalConfig())
     how = {"howto": 0.7, "code": 0.2, "issues": 0.05, "bug": 0.05}
@@ -98,3 +98,6 @@ def test_a_bug_report_gets_one_chunk_per_file_and_the_baselines_no_limit() -> No
     assert per_doc_limits(off, bug) == {"docs": 2, "code": 2, "issues": 2}
     assert per_doc_limits(Options.of(RetrievalConfig(), mode="bm25"), bug) is None
     assert per_doc_limits(Options.of(RetrievalConfig(per_file=0)), bug) is None
+    # answered as a bug report (route "localize": the answer keeps every candidate file)
+    assert bug_report(opt, bug) and not bug_report(opt, how) and not bug_report(opt, None)
+    assert not bug_report(Options.of(RetrievalConfig(), mode="bm25"), bug)

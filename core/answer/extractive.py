@@ -167,7 +167,8 @@ class ExtractiveAnswerer:
     it, with words shared with the question as a tie-break; without one, by the words alone.
     Up to ``max_sources`` sources are cited, in retrieval order; a source whose best quote is
     far less similar to the question than the best source's (``drop_margin``) is left out —
-    never the first."""
+    never the first, and never for a bug report (``route["localize"]``): its sources are the
+    files most likely to hold the bug, which a quote's likeness to the report does not judge."""
 
     name = "extractive"
 
@@ -227,11 +228,12 @@ class ExtractiveAnswerer:
         best = {i: max(self._score(q) for q in qs) for i, qs in by_source.items()}
         top = max(best.values(), default=0.0)
         lines: list[str] = []
+        drop = self.similarity is not None and not retrieval.route.get("localize")
         for i, src in enumerate(sources[: self.max_sources]):
             qs = by_source.get(i)
             if not qs:
                 continue
-            if lines and self.similarity is not None and best[i] < top - self.drop_margin:
+            if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             chosen = self._choose(src, qs)
             lines.append(f"• {label(src)}: {' '.join(quote(q.text) for q in chosen)} [{i + 1}]")

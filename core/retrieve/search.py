@@ -115,6 +115,7 @@ async def retrieve(
     if opt.aliases:
         tilt(pool, opt, ranker)
     slots: dict[Collection, int]
+    localize = False
     if opt.mode == "rrf":
         chosen = rrf(found.ranked, opt.k)
         slots = {}
@@ -124,6 +125,7 @@ async def retrieve(
         chosen, slots = await _issue_hop(reader, embedder, route, found, opt, weights, timings)
     else:
         per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
+        localize = bug_report(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
         pick = select_by_repo if opt.aliases and opt.mode == "full" else select
         chosen, slots = pick(found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span)
@@ -138,6 +140,8 @@ async def retrieve(
     if pool.context is not None:
         rj["signals"]["kinds"] = {k: round(v, 3) for k, v in pool.context.kinds.items()}
     rj["mode"] = opt.mode
+    if localize:  # answered as a bug report: the sources are the files most likely to hold it
+        rj["localize"] = True
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
     rj["sources"] = [{"collection": h.collection, "row": h.row, "why": h.why} for h in chosen]
     return Retrieval(
@@ -201,6 +205,12 @@ def only_repo(hits: list[Candidate], repo: str) -> list[Candidate]:
     return [h for h in hits if h.chunk is not None and h.chunk.repo == repo]
 
 
+def bug_report(opt: Options, kinds: dict[str, float] | None) -> bool:
+    """Whether the question is answered as a bug report (the full system, and the kind
+    classifier's bug probability at least :data:`BUG`)."""
+    return opt.mode == "full" and kinds is not None and kinds.get("bug", 0.0) >= BUG
+
+
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
     """At most how many chunks of one file or thread each collection may give (None: no limit;
     the baselines have none)."""
@@ -208,7 +218,7 @@ def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collect
     if not limit or opt.mode != "full":
         return None
     per_doc = dict.fromkeys(COLLECTIONS, limit)
-    if kinds is not None and kinds.get("bug", 0.0) >= BUG and opt.config.per_file_bug:
+    if bug_report(opt, kinds) and opt.config.per_file_bug:
         # A bug report is answered with the files most likely to hold the bug: one chunk each
         # (by default), so six sources are six candidate files.
         per_doc["code"] = opt.config.per_file_bug
