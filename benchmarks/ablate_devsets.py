@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity"]
+SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander"]
 
 # A kind classifier file the loader refuses (no kinds), so the kinds come from the example
 # questions' centroids alone.

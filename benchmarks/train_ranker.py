@@ -40,7 +40,7 @@ from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 Group = tuple[np.ndarray, np.ndarray]
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity"]  # as eval_devsets.py's
+SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander"]  # as eval_devsets.py's
 
 
 def gold(c: object, g: Gold) -> bool:
