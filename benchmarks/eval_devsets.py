@@ -46,7 +46,8 @@ from core.eval import compare  # noqa: E402
 from core.eval.metrics import EvalQuestion, Report, load_questions  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander"]
+SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander", "burntsushi-toml",
+        "just"]  # fmt: skip
 ENV = {"GIT_AUTHOR_NAME": "eval", "GIT_AUTHOR_EMAIL": "eval@localhost",
        "GIT_COMMITTER_NAME": "eval", "GIT_COMMITTER_EMAIL": "eval@localhost",
        "PATH": "/usr/bin:/bin"}  # fmt: skip
