@@ -3,7 +3,7 @@ per set and question file, on the reporting halves (and the tuning halves, leave
 
     python benchmarks/chart_devsets.py [--runs DIR] [--out FILE]
 
-Reads ``{runs}/{tune,report}/results.json`` (``ablate_devsets.py``'s ``full`` runs, by default)
+Reads ``{runs}/{tune,report}/results.json`` (the final runs of ``eval_devsets.py``, by default)
 and writes a PNG (default ``benchmarks/results/devsets/devsets.png``).
 """
 
@@ -34,7 +34,7 @@ def load(runs: Path) -> dict[str, Any]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     res = ROOT / "benchmarks" / "results" / "devsets"
-    ap.add_argument("--runs", default=str(res / "ablations" / "full"))
+    ap.add_argument("--runs", default=str(res / "final"))
     ap.add_argument("--out", default=str(res / "devsets.png"))
     args = ap.parse_args()
     try:
@@ -46,7 +46,7 @@ def main() -> int:
         raise SystemExit("the chart needs matplotlib: pip install '.[eval]'") from None
     data = load(Path(args.runs))
     if not data:
-        raise SystemExit(f"no results under {args.runs}: run benchmarks/ablate_devsets.py first")
+        raise SystemExit(f"no results under {args.runs}: run benchmarks/eval_devsets.py first")
     panels = [(split, group) for split in data for group in ("qa", "localize")]
     sets = sorted({s for d in data.values() for s in d})
     fig, axes = plt.subplots(len(panels), len(METRICS), figsize=(4.2 * len(METRICS),
@@ -63,7 +63,7 @@ def main() -> int:
                     vals.append(m.get(key, 0.0))
                 xs = [j + (i - (len(SYSTEMS) - 1) / 2) * width for j in range(len(sets))]
                 ax.bar(xs, vals, width, label=system, color=COLORS[system])
-            ax.set_xticks(range(len(sets)), sets, fontsize=8)
+            ax.set_xticks(range(len(sets)), sets, fontsize=7, rotation=30, ha="right")
             ax.set_ylim(0, 1.05)
             ax.grid(axis="y", alpha=0.3)
             half = "reporting half" if split == "report" else "tuning half, leave one set out"

@@ -114,6 +114,8 @@ async def retrieve(
         rerank(pool, ranker, opt.config.test_penalty)
     if opt.aliases:
         tilt(pool, opt, ranker)
+    if opt.mode == "full":
+        named_issues_first(pool)
     slots: dict[Collection, int]
     localize = False
     if opt.mode == "rrf":
@@ -148,6 +150,22 @@ async def retrieve(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},
         timings_ms=timings, query=question,
     )  # fmt: skip
+
+
+def named_issues_first(pool: Pool) -> None:
+    """An issue the question names by number ("is #12 still open?") is what it asks about: its
+    thread ranks first, whatever the ranker made of its text — an exact signal, like a named
+    path or symbol, but one a question about it never wants to lose."""
+    hits = pool.found.hits.get("issues") or []
+    named = [
+        h for h in hits if h.exact and h.chunk is not None and h.chunk.issue in pool.route.issues
+    ]
+    if not named:
+        return
+    top = max(c.score for c in pool.all())
+    for h in named:
+        h.score = max(h.score, top)
+    hits.sort(key=lambda h: -h.score)
 
 
 def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
