@@ -2,7 +2,7 @@
 retrieval level (top k) and at the cited level (what ``ask --json`` cites), full system and
 baselines, per split, route, language and kind.
 
-    python benchmarks/eval_devsets.py [--sets marshmallow urfave-cli yargs]
+    python benchmarks/eval_devsets.py [--sets NAME ...]   # default: all eight sets
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
         [--loso]   # with --split tune: each set scored by a ranker fitted on the others
