@@ -21,9 +21,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander", "burntsushi-toml",
-        "just"]  # fmt: skip
-
 # A kind classifier file the loader refuses (no kinds), so the kinds come from the example
 # questions' centroids alone.
 NO_CLASSIFIER = '{"kinds": [], "weights": [], "bias": []}\n'

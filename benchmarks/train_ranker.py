@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import json  # noqa: E402
 
+from eval_devsets import SETS  # noqa: E402  (the dev sets, one list)
+
 from core.config import Settings  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
@@ -40,9 +42,6 @@ from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 Group = tuple[np.ndarray, np.ndarray]
-# as eval_devsets.py's
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander", "burntsushi-toml",
-        "just"]  # fmt: skip
 
 
 def gold(c: object, g: Gold) -> bool:
