@@ -21,8 +21,11 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
@@ -44,6 +47,7 @@ from core.layout import Layout
 from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn, unit_key
 from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
+from core.retrieve.language import detect_language
 from core.retrieve.options import Mode, Options
 from core.retrieve.repos import repo_options, split_repo, strip_repo
 from core.retrieve.search import retrieve
@@ -275,6 +279,15 @@ class RepoExpert:
                     model = self._kinds[key] = await build
         return model
 
+    async def question_vector(self, name: str, text: str) -> np.ndarray:
+        """A question's vector as retrieval searches with it: moved to the corpus's language
+        (``retrieval.align_to``, core/retrieve/align.py) — so the answer's quotes are chosen by
+        the same measure as its sources."""
+        svc, cfg = self.embedder(name), self.instance(name).retrieval
+        v = await svc.embed_query(text)
+        kinds = await self.kinds(svc, cfg.kinds_file)
+        return kinds.aligned(v, detect_language(text), cfg.align_to)
+
     async def search(
         self, name: str, query: str, k: int | None = None, collection: Collection | None = None,
         repo: str | None = None,
@@ -382,7 +395,7 @@ class RepoExpert:
         if a is None:
             inst = self.instance(name)
             svc = self.embedder(name)
-            sim = embedding_similarity(svc.embed_query, svc.embed_passages)
+            sim = embedding_similarity(partial(self.question_vector, name), svc.embed_passages)
             a = self._answerers[name] = make_answerer(inst.llm, inst.name, sim)
         return a
 

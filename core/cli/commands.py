@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,8 @@ async def cmd_eval(app: RepoExpert, args: argparse.Namespace) -> int:
     svc = app.embedder(args.name)
     answerer = app.answerer_for(args.name)
     judge = make_judge(
-        app.instance(args.name).llm, embedding_similarity(svc.embed_query, svc.embed_passages),
+        app.instance(args.name).llm,
+        embedding_similarity(partial(app.question_vector, args.name), svc.embed_passages),
         chat=answerer.model if isinstance(answerer, LLMAnswerer) else None,
     )  # fmt: skip
     judged = await run_judged(questions, lambda q: app.ask(args.name, q), judge)

@@ -293,6 +293,12 @@ class RetrievalConfig(_Model):
         description="Also take as candidates what the best-matching definitions call and the "
         "definitions the best-matching issue threads name (the code graph).",
     )
+    align_to: str | None = Field(
+        default="en",
+        pattern=r"^[a-z]{2}$",
+        description="The corpus's language: a question in another moves there in the embedder's "
+        "space (core/retrieve/align.py, core/retrieve/parallel.yaml); null: searched as asked.",
+    )
 
 
 class LLMConfig(_Model):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from core.embed import EmbedService
+from core.retrieve import align
 
 KINDS: tuple[str, ...] = ("howto", "code", "issues", "bug")
 EXAMPLES = Path(__file__).with_name("kinds.yaml")
@@ -59,9 +60,13 @@ def _softmax(s: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class KindModel:
+    """What the example questions tell about a question: its kind, and (``align.py``) where its
+    language's questions sit against the corpus language's."""
+
     centroids: np.ndarray  # one unit row per kind, in KINDS order
     weights: np.ndarray | None = None  # classifier: dim × kinds
     bias: np.ndarray | None = None
+    means: dict[str, np.ndarray] = field(default_factory=dict)  # language -> mean (align.py)
 
     @classmethod
     async def build(
@@ -72,13 +77,18 @@ class KindModel:
             c = (await embedder.embed_queries(qs)).mean(axis=0)
             rows.append(c / max(float(np.linalg.norm(c)), 1e-9))
         centroids = np.stack(rows)
+        means = await align.means(embedder)
         name, dim, _ = await embedder.info()
         data = await asyncio.to_thread(_read, classifier) if name.startswith(E5) else None
         if data is not None:
             w = np.array(data["weights"], np.float32)
             if w.shape == (dim, len(KINDS)) and tuple(data["kinds"]) == KINDS:
-                return cls(centroids, w, np.array(data["bias"], np.float32))
-        return cls(centroids)
+                return cls(centroids, w, np.array(data["bias"], np.float32), means)
+        return cls(centroids, means=means)
+
+    def aligned(self, q: np.ndarray, lang: str | None, target: str | None) -> np.ndarray:
+        """The question's vector moved from its language to ``target``'s (``align.shift``)."""
+        return align.shift(q, lang, target, self.means)
 
     def probs(self, q: np.ndarray) -> dict[str, float]:
         """Kind -> probability for a question vector."""

@@ -64,13 +64,17 @@ async def candidates(
     extra = english if opt.glossary else []
     qtext = f"{question} ({' '.join(english)})" if english and opt.glossary_dense else question
     q = await embedder.embed_query(qtext)
+    lang = detect_language(question) if opt.mode == "full" else None
+    # The dense query of a question in another language than the corpus's: moved by the
+    # languages' offset (align.py). The kind classifier reads the question as asked.
+    dq = kinds.aligned(q, lang, opt.config.align_to) if kinds is not None else q
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     expand = opt.mode == "full" and opt.config.graph
-    found = await find(reader, q, question, route, opt, extra, opt.collections, expand)
+    found = await find(reader, dq, question, route, opt, extra, opt.collections, expand)
     context = None
     if opt.mode == "full":
         probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
-        context = Context.of(question, extra, route, probs, detect_language(question))
+        context = Context.of(question, extra, route, probs, lang)
     return Pool(found, route, context, opt.weights_for(route.weights))
 
 
