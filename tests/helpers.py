@@ -36,6 +36,7 @@ class FakeEmbedder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[int, bool]] = []
+        self.queries: list[str] = []  # every text embedded as a query, in order
 
     def count_tokens(self, text: str) -> int:
         return len(text.split()) + 2
@@ -50,6 +51,8 @@ class FakeEmbedder:
 
     def embed_batch(self, texts: Sequence[str], as_query: bool) -> np.ndarray:
         self.calls.append((len(texts), as_query))
+        if as_query:
+            self.queries.extend(texts)
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         return np.stack([self.vector(t) for t in texts])
