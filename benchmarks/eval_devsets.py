@@ -2,7 +2,7 @@
 retrieval level (top k) and at the cited level (what ``ask --json`` cites), full system and
 baselines, per split, route, language and kind.
 
-    python benchmarks/eval_devsets.py [--sets NAME ...]   # default: all eight sets
+    python benchmarks/eval_devsets.py [--sets NAME ...]   # default: all eleven sets
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
         [--loso]   # with --split tune: each set scored by a ranker fitted on the others
@@ -47,7 +47,7 @@ from core.eval.metrics import EvalQuestion, Report, load_questions  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander", "burntsushi-toml",
-        "just"]  # fmt: skip
+        "just", "jsoup", "rack", "ky"]  # fmt: skip
 ENV = {"GIT_AUTHOR_NAME": "eval", "GIT_AUTHOR_EMAIL": "eval@localhost",
        "GIT_COMMITTER_NAME": "eval", "GIT_COMMITTER_EMAIL": "eval@localhost",
        "PATH": "/usr/bin:/bin"}  # fmt: skip

@@ -1,6 +1,6 @@
 """Fit the second-stage ranker (core/retrieve/rank.py) on the tuning halves of the dev sets.
 
-    python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: all eight sets
+    python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: all eleven sets
         [--workdir DIR] [--l2 0.05] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
 
 Uses the snapshots and instances ``eval_devsets.py`` made (run it first). For every question of
