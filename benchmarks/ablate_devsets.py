@@ -32,6 +32,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "no-pr-files": ("no pull requests' changed files or links", ["--no-pr-files"]),
     "no-bug-files": ("bug reports without one chunk per file", ["--set", "per_file_bug=0"]),
     "no-glossary": ("no Spanish glossary", ["--set", "glossary=false"]),
+    "no-align": (
+        "non-English questions searched as asked (no language offset)",
+        ["--set", "align_to=null"],
+    ),
     "centroid-kinds": (
         "kinds by example centroids, not the classifier",
         ["--set", "kinds_file={nc}"],

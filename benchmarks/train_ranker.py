@@ -1,7 +1,7 @@
 """Fit the second-stage ranker (core/retrieve/rank.py) on the tuning halves of the dev sets.
 
     python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: all eleven sets
-        [--workdir DIR] [--l2 0.05] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
+        [--workdir DIR] [--l2 0.1] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
 
 Uses the snapshots and instances ``eval_devsets.py`` made (run it first). For every question of
 the split, the candidate stage runs exactly as at question time; each candidate is labelled gold
@@ -240,7 +240,7 @@ def main() -> int:
     ap.add_argument("--sets", nargs="+", default=SETS)
     ap.add_argument("--split", default="tune", choices=["tune", "report", "all"])
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
-    ap.add_argument("--l2", type=float, default=0.05)
+    ap.add_argument("--l2", type=float, default=0.1)
     ap.add_argument("--out", default=str(ROOT / "core" / "retrieve" / "ranker.json"))
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
     ap.add_argument("--kinds-l2", type=float, default=1e-4)

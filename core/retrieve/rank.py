@@ -208,7 +208,7 @@ def load(path: Path = MODEL) -> Ranker | None:
 
 def fit(
     groups: Sequence[tuple[np.ndarray, np.ndarray]],
-    l2: float = 0.05,
+    l2: float = 0.1,
     steps: int = 3000,
     lr: float = 0.05,
     info: dict[str, Any] | None = None,
