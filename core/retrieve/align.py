@@ -57,7 +57,7 @@ def shift(
     if lang is None or target is None or lang == target:
         return q
     a, b = means.get(target), means.get(lang)
-    if a is None or b is None or a.shape != q.shape:
+    if a is None or b is None:
         return q
     moved = q + (a - b)
     return (moved / max(float(np.linalg.norm(moved)), 1e-9)).astype(q.dtype)
