@@ -2,10 +2,13 @@
 
 Features (:data:`FEATURES`) describe a candidate *for this question*: its cosine and its gap to
 the question's best, BM25 over the collection's best and the ranks in both lists, exact hits,
-code-graph hits, per-field matches (symbol name, heading or title, path), how many candidates of
-the same file matched, the chunk's kind (definition, module code, test, example, changelog,
-README, pull request), and its collection crossed with the question's kind probabilities
-(``kinds.py``) and exact signals (identifiers, issue numbers, errors, language).
+code-graph hits, per-field matches (symbol name, heading or title, path), how many
+candidates of the same file matched, the chunk's kind (definition, declaration, module code, test,
+example, changelog, README, pull request) and how much of it is comments, and its collection
+crossed with the question's kind probabilities (``kinds.py``) and exact signals (identifiers,
+issue numbers, errors, language). Declarations and comment share are crossed with the kinds
+too: a type full of documented options answers "which options are there", not
+"how does it decide".
 
 The weights are *learned*, not set by hand: :func:`fit` maximises, per question, the softmax
 probability of the candidates that are gold (listwise logistic regression with an L2 penalty,
@@ -45,16 +48,21 @@ _CHANGELOG = re.compile(r"(^|/)(change(s|log)?|history|news|releases?)([-_. ]?no
                         re.I)  # fmt: skip
 _EXAMPLE = re.compile(r"(^|/)(examples?|demos?|samples?)(/|$)|(^|/)example[^/]*$", re.I)
 _README = re.compile(r"(^|/)readme(\.\w+)?$", re.I)
+# Declarations: TypeScript's .d.ts, files or folders named types/typings/interfaces.
+_DECL_PATH = re.compile(r"\.d\.ts$|(^|/)(types?|typings|interfaces?)(/|\.)", re.I)
+_COMMENT = re.compile(r"^\s*(//|#|\*|/\*|\"\"\"|\'\'\')")
 _DEF_KINDS = frozenset(
     "function method class struct interface trait enum type impl record union namespace "
     "method_group".split()
 )
 
+_KIND_SUFFIX = tuple(f"_{k}" for k in KINDS)
 BASE = [
     "cos", "cos_gap", "cos_gap_coll", "coll_gap", "lex", "dense_rr", "lex_rr", "exact",
     "graph_call", "graph_issue", "sym_match", "title_match", "path_match", "ident_in_text",
     "file_share", "tokens", "is_def", "is_module", "is_test", "is_example", "is_changelog",
     "is_readme", "is_pr", *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
+    *(f"{t}{k}" for t in ("is_decl", "comment_share") for k in ("", *_KIND_SUFFIX)),
 ]  # fmt: skip
 CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
                                                     "error", "non_en", "cos", "lex")]  # fmt: skip
@@ -88,6 +96,27 @@ def _overlap(a: set[str], b: set[str]) -> float:
 @cache
 def _terms_of(text: str) -> frozenset[str]:
     return frozenset(terms(text))
+
+
+def comment_share(text: str) -> float:
+    """The share of a code chunk's lines (after its context line) that are comments or
+    docstrings: a declaration that carries its documentation reads like the docs to both
+    retrievers, yet holds no behaviour."""
+    lines = [line for line in text.split("\n")[1:] if line.strip()]
+    n, block = 0, ""
+    for line in lines:
+        s = line.strip()
+        if block:
+            n += 1
+            if block in s:
+                block = ""
+        elif s.startswith("/*") and "*/" not in s[2:]:
+            n, block = n + 1, "*/"
+        elif s[:3] in ('"""', "'''") and not (len(s) > 3 and s.endswith(s[:3])):
+            n, block = n + 1, s[:3]
+        elif _COMMENT.match(line):
+            n += 1
+    return n / len(lines) if lines else 0.0
 
 
 def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
@@ -142,6 +171,13 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
             v["is_changelog"] = float(bool(_CHANGELOG.search(path)))
             v["is_readme"] = float(bool(_README.search(path)))
             v["is_pr"] = float(c.collection == "issues" and "\nPR · " in ch.text[:300])
+            if c.collection == "code":
+                v["is_decl"] = float(ch.kind in ("type", "interface")
+                                     or bool(_DECL_PATH.search(path)))  # fmt: skip
+                v["comment_share"] = comment_share(ch.text)
+            for kind in KINDS:
+                for t in ("is_decl", "comment_share"):
+                    v[f"{t}_{kind}"] = v.get(t, 0.0) * ctx.kinds.get(kind, 0.0)
         k = c.collection
         v[f"{k}_bias"] = 1.0
         for kind in KINDS:
