@@ -229,4 +229,4 @@ async def test_support_settings_are_checked(tmp_path: Any) -> None:
         load_serve_config(str(f))
     f.write_text("support: {channels: [{platform: discord, channel: 1234}]}\n")
     (ch,) = load_serve_config(str(f)).support.channels
-    assert ch.channel == "1234" and ch.min_score == 5.5 and ch.otherwise == "silent"
+    assert ch.channel == "1234" and ch.min_score == 6.0 and ch.otherwise == "silent"
