@@ -56,13 +56,12 @@ _DEF_KINDS = frozenset(
     "method_group".split()
 )
 
-_KIND_SUFFIX = tuple(f"_{k}" for k in KINDS)
 BASE = [
     "cos", "cos_gap", "cos_gap_coll", "coll_gap", "lex", "dense_rr", "lex_rr", "exact",
     "graph_call", "graph_issue", "sym_match", "title_match", "path_match", "ident_in_text",
     "file_share", "tokens", "is_def", "is_module", "is_test", "is_example", "is_changelog",
     "is_readme", "is_pr", *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
-    *(f"{t}{k}" for t in ("is_decl", "comment_share") for k in ("", *_KIND_SUFFIX)),
+    *(n for t in ("is_decl", "comment_share") for n in (t, *(f"{t}_{k}" for k in KINDS))),
 ]  # fmt: skip
 CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
                                                     "error", "non_en", "cos", "lex")]  # fmt: skip
