@@ -157,7 +157,7 @@ def loso_models(held: str, sets: list[str], split: list[str], work: Path) -> dic
     ranker, kinds = d / f"ranker-without-{held}.json", d / f"kinds-without-{held}.json"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--workdir",
                     str(work), "--sets", *others, "--split", "tune", "--l2", str(L2),
-                    "--out", str(ranker), "--kinds-out", str(kinds)], check=True,
+                    "--out", str(ranker), "--kinds-out", str(kinds), "--as-configured"], check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
     return {"ranker_file": str(ranker), "kinds_file": str(kinds)}
 

@@ -33,6 +33,7 @@ import json  # noqa: E402
 from eval_devsets import SETS  # noqa: E402  (the dev sets, one list)
 
 from core.config import Settings  # noqa: E402
+from core.config.schema import RetrievalConfig  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
 from core.retrieve.kinds import KINDS, classifier_json, fit_classifier  # noqa: E402
@@ -69,9 +70,34 @@ def kind_of(q: EvalQuestion) -> int:
     return KINDS.index({"docs": "howto", "code": "code", "issues": "issues"}[q.route])
 
 
-async def collect(app: RepoExpert, name: str, split: str) -> list[Question]:
+# Settings a held-out run writes into a set's instance (eval_devsets.py --loso) that the pools
+# do not depend on: the pools are retrieved with the bundled kinds and ranked by nobody yet.
+_POOL_NEUTRAL = frozenset({"ranker_file", "kinds_file"})
+
+
+def checked_retrieval(app: RepoExpert, inst: str) -> RetrievalConfig:
+    """The instance's retrieval settings, refused when an ablation left it other than shipped
+    (``eval_devsets.py --set glossary=false`` rewrites the instances of the workdir it ran in):
+    a ranker fitted on those pools would be fitted on another system."""
+    cfg = app.instance(inst).retrieval
+    shipped = RetrievalConfig()
+    fields = [k for k in type(cfg).model_fields if k not in _POOL_NEUTRAL]
+    changed = sorted(k for k in fields if getattr(cfg, k) != getattr(shipped, k))
+    if changed:
+        raise SystemExit(
+            f"{inst}: retrieval settings {', '.join(changed)} differ from the shipped ones "
+            "(left by an ablation run?); run eval_devsets.py on this workdir without --set first"
+        )
+    return cfg
+
+
+async def collect(
+    app: RepoExpert, name: str, split: str, as_configured: bool = False
+) -> list[Question]:
     """Every question of the split with its candidates. The localization pairs are asked of
-    ``{set}-loc``, the tracker without the pull requests that fixed them (eval_devsets.py)."""
+    ``{set}-loc``, the tracker without the pull requests that fixed them (eval_devsets.py).
+    ``as_configured``: take the instances' retrieval settings whatever they are (an ablation's
+    held-out fits), not only the shipped ones."""
     setdir = ROOT / "benchmarks" / "devsets" / name
     out = []
     for file, inst in (("questions.yaml", name), ("localize.yaml", f"{name}-loc")):
@@ -80,7 +106,8 @@ async def collect(app: RepoExpert, name: str, split: str) -> list[Question]:
         reader = await app.reader(inst)
         embedder = app.embedder(inst)
         kinds = await app.kinds(embedder)
-        opt = Options.of(app.instance(inst).retrieval)
+        cfg = app.instance(inst).retrieval if as_configured else checked_retrieval(app, inst)
+        opt = Options.of(cfg)
         for q in qs:
             pool = await candidates(reader, embedder, q.question, opt, kinds)
             assert pool.context is not None
@@ -164,7 +191,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         for name in args.sets:
             t = time.perf_counter()
-            per_set[name] = await collect(app, name, args.split)
+            per_set[name] = await collect(app, name, args.split, args.as_configured)
             n = len(per_set[name])
             print(f"{name}: {n} questions in {time.perf_counter() - t:.1f}s", flush=True)
         svc = app.embedder(args.sets[0])
@@ -241,6 +268,12 @@ def main() -> int:
     ap.add_argument("--split", default="tune", choices=["tune", "report", "all"])
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--l2", type=float, default=0.1)
+    ap.add_argument(
+        "--as-configured",
+        action="store_true",
+        help="fit on the instances' retrieval settings as they are (ablations' "
+        "held-out fits); by default settings other than the shipped ones are refused",
+    )
     ap.add_argument("--out", default=str(ROOT / "core" / "retrieve" / "ranker.json"))
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
     ap.add_argument("--kinds-l2", type=float, default=1e-4)
