@@ -166,6 +166,39 @@ async def test_who_calls_finds_the_call_sites(sample) -> None:
     assert "src/widget/app.py" in paths and "src/widget/config.py" in paths
 
 
+@pytest.mark.asyncio
+async def test_a_dotted_name_that_resolves_keeps_its_bare_last_part_out(sample) -> None:
+    from helpers import commit_all, write_files
+
+    write_files(sample["repo"], {"src/widget/shapes.py": """
+        class Circle:
+            def __init__(self, r):
+                self.r = r
+
+
+        class Square:
+            def __init__(self, side):
+                self.side = side
+
+
+        class Meta(type):
+            def __init__(cls, name, bases, ns):
+                super().__init__(name, bases, ns)
+        """})  # fmt: skip
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "Fix incorrect super() call in Meta.__init__")
+    assert "__init__" in r.route["signals"]["identifiers"]
+    why = {e["why"] for e in r.route["exact"]["code"]}
+    assert "defines Meta.__init__" in why
+    assert not {"defines Circle.__init__", "defines Square.__init__"} & why
+    # A dotted name that finds nothing still falls back to its last part.
+    r = await app.retrieve("widget", "what does shape.__init__ store?")
+    why = {e["why"] for e in r.route["exact"]["code"]}
+    assert {"defines Circle.__init__", "defines Square.__init__"} <= why
+
+
 def test_an_exact_hit_ranks_first_without_squashing_the_rest() -> None:
     from core.retrieve import Candidate, select
 

@@ -153,9 +153,16 @@ async def exact_rows(
             for coll in _FILES:
                 for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
-    for ident in route.identifiers[:8]:
+    idents = route.identifiers[:8]
+    full = {i: await reader.definition_rows(i) for i in idents}
+    # "SchemaMeta.__init__" also yields the bare "__init__": once the dotted name found its
+    # definition, the bare last part would add every other class's __init__ as an exact hit.
+    shadowed = {i.rsplit(".", 1)[-1] for i in idents if "." in i and full[i]}
+    for ident in idents:
+        if "." not in ident and ident in shadowed:
+            continue
         name = ident.split(".")[-1] if "." in ident else ident
-        for row, sym in await reader.definition_rows(ident) or await reader.definition_rows(name):
+        for row, sym in full[ident] or await reader.definition_rows(name):
             out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
         for coll in _FILES:
