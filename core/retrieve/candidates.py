@@ -154,15 +154,18 @@ async def exact_rows(
                 for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
     idents = route.identifiers[:8]
-    full = {i: await reader.definition_rows(i) for i in idents}
+    dotted = {i: await reader.definition_rows(i) for i in idents if "." in i}
     # "SchemaMeta.__init__" also yields the bare "__init__": once the dotted name found its
     # definition, the bare last part would add every other class's __init__ as an exact hit.
-    shadowed = {i.rsplit(".", 1)[-1] for i in idents if "." in i and full[i]}
+    shadowed = {i.rsplit(".", 1)[-1] for i, got in dotted.items() if got}
     for ident in idents:
-        if "." not in ident and ident in shadowed:
+        if ident in shadowed:
             continue
-        name = ident.split(".")[-1] if "." in ident else ident
-        for row, sym in full[ident] or await reader.definition_rows(name):
+        if ident in dotted:  # a dotted name that finds nothing falls back to its last part
+            definitions = dotted[ident] or await reader.definition_rows(ident.rsplit(".", 1)[-1])
+        else:
+            definitions = await reader.definition_rows(ident)
+        for row, sym in definitions:
             out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
         for coll in _FILES:
