@@ -1,5 +1,6 @@
 """The dev sets' chart: cited-level hit@1, hit and MRR of the full system beside the baselines,
-per set and question file, on the reporting halves (and the tuning halves, leave one set out).
+per set and question file, on the reporting halves (and the tuning halves, by models that never
+saw them).
 
     python benchmarks/chart_devsets.py [--runs DIR] [--out FILE]
 
@@ -66,7 +67,7 @@ def main() -> int:
             ax.set_xticks(range(len(sets)), sets, fontsize=7, rotation=30, ha="right")
             ax.set_ylim(0, 1.05)
             ax.grid(axis="y", alpha=0.3)
-            half = "reporting half" if split == "report" else "tuning half, leave one set out"
+            half = "reporting half" if split == "report" else "tuning half, unseen models"
             ax.set_title(f"{group} · {half}\n{label}", fontsize=9)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=len(SYSTEMS), fontsize=8,

@@ -2,10 +2,10 @@
 retrieval level (top k) and at the cited level (what ``ask --json`` cites), full system and
 baselines, per split, route, language and kind.
 
-    python benchmarks/eval_devsets.py [--sets NAME ...]   # default: all eleven sets
+    python benchmarks/eval_devsets.py [--sets NAME ...]   # default: every benchmarks/devsets/*
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
-        [--loso]   # with --split tune: each set scored by a ranker fitted on the others
+        [--loso]   # with --split tune: each set scored by models that never saw it
 
 Each set's ``source.yaml`` pins a repository and a commit. Its tree at that commit is made into a
 fresh git repository without history (``git archive``: the fix commits of ``localize.yaml`` are
@@ -46,8 +46,9 @@ from core.eval import compare  # noqa: E402
 from core.eval.metrics import EvalQuestion, Report, load_questions  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
-SETS = ["marshmallow", "urfave-cli", "yargs", "fd", "tenacity", "commander", "burntsushi-toml",
-        "just", "jsoup", "rack", "ky"]  # fmt: skip
+DEVSETS = ROOT / "benchmarks" / "devsets"
+# Every dev set is a folder with a source.yaml (a new set is a new folder, not a code change).
+SETS = sorted(p.name for p in DEVSETS.iterdir() if (p / "source.yaml").exists())
 ENV = {"GIT_AUTHOR_NAME": "eval", "GIT_AUTHOR_EMAIL": "eval@localhost",
        "GIT_COMMITTER_NAME": "eval", "GIT_COMMITTER_EMAIL": "eval@localhost",
        "PATH": "/usr/bin:/bin"}  # fmt: skip
@@ -146,20 +147,27 @@ def instance_file(
     (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
 
 
-def loso_models(held: str, sets: list[str], split: list[str], work: Path) -> dict[str, str]:
-    """A ranker and a kind classifier fitted on the tuning halves of every set but ``held``
-    (``train_ranker.py``), so a tuning half can be scored by models that never saw it."""
+def shipped_sets() -> list[str]:
+    """The sets whose tuning halves the shipped ranker was fitted on (its ``fitted_on``)."""
+    info = json.loads((ROOT / "core" / "retrieve" / "ranker.json").read_text())["info"]
+    return list(info["fitted_on"]["sets"])
+
+
+def loso_models(split: list[str], work: Path) -> dict[str, dict[str, str]]:
+    """For every set the shipped models were fitted on, a ranker and a kind classifier fitted
+    the same way on the tuning halves of the others of those sets (``train_ranker.py
+    --held-out``: the candidates collected once, one fit per set), so its tuning half is scored
+    by models that never saw it. A set the shipped models were not fitted on is held out from
+    them already: it keeps them. Set -> its retrieval settings."""
     if split != ["tune"]:
         raise SystemExit("--loso scores tuning halves: use it with --split tune")
-    others = [s for s in SETS if s != held]
-    d = work / "loso"
-    d.mkdir(parents=True, exist_ok=True)
-    ranker, kinds = d / f"ranker-without-{held}.json", d / f"kinds-without-{held}.json"
+    d, fitted = work / "loso", shipped_sets()
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--workdir",
-                    str(work), "--sets", *others, "--split", "tune", "--l2", str(L2),
-                    "--out", str(ranker), "--kinds-out", str(kinds), "--as-configured"], check=True,
+                    str(work), "--sets", *fitted, "--split", "tune", "--l2", str(L2),
+                    "--held-out", str(d), "--as-configured"], check=True,
                    stdout=subprocess.DEVNULL)  # fmt: skip
-    return {"ranker_file": str(ranker), "kinds_file": str(kinds)}
+    return {s: {"ranker_file": str(d / f"ranker-without-{s}.json"),
+                "kinds_file": str(d / f"kinds-without-{s}.json")} for s in fitted}  # fmt: skip
 
 
 def pick(questions: list[EvalQuestion], split: str) -> list[EvalQuestion]:
@@ -204,12 +212,12 @@ async def run(args: argparse.Namespace) -> int:
     # Every instance first (the leave-one-set-out fits read the other sets' instances), then the
     # held-out models, written into each set's own instances.
     for loso in (False, True) if args.loso else (False,):
+        held = loso_models(args.split, work) if loso else {}
         for name in SETS if args.loso and not loso else sets:
-            setdir = ROOT / "benchmarks" / "devsets" / name
+            setdir = DEVSETS / name
             source = yaml.safe_load((setdir / "source.yaml").read_text())
             repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
-            retrieval = {**loso_models(name, sets, args.split, work), **settings} if loso else (
-                settings)  # fmt: skip
+            retrieval = {**held.get(name, {}), **settings} if loso else settings
             instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval)
             fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
             instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files,
@@ -230,7 +238,7 @@ async def run(args: argparse.Namespace) -> int:
             print(f"{name}: localization without the fix pull requests "
                   f"{sorted(set(fixes[name].values()))}", flush=True)  # fmt: skip
             results.setdefault(name, {})["fix_prs_left_out"] = fixes[name]
-            setdir = ROOT / "benchmarks" / "devsets" / name
+            setdir = DEVSETS / name
             for group, file in GROUPS.items():
                 inst = f"{name}{LOC}" if group == "localize" else name
                 questions = load_questions(setdir / file)
@@ -272,8 +280,9 @@ def main() -> int:
         help="index the issues without pull requests' changed files (ablation)",
     )
     ap.add_argument("--loso", action="store_true",
-                    help="score each tuning half with a ranker fitted on the other sets' "
-                    "(leave one set out)")  # fmt: skip
+                    help="score each tuning half with models that never saw it: fitted on the "
+                    "shipped ranker's other sets (leave one set out), or the shipped ones for a "
+                    "set they were not fitted on")  # fmt: skip
     ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
                     help="retrieval settings for every set, e.g. ranker=hybrid")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))

@@ -1,6 +1,6 @@
 """Fit the second-stage ranker (core/retrieve/rank.py) on the tuning halves of the dev sets.
 
-    python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: all eleven sets
+    python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: every dev set
         [--workdir DIR] [--l2 0.1] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
 
 Uses the snapshots and instances ``eval_devsets.py`` made (run it first). For every question of
@@ -203,6 +203,9 @@ async def run(args: argparse.Namespace) -> int:
         embedder_name = (await svc.info())[0]
     finally:
         await app.close()
+    if args.held_out:
+        await write_held_out(Path(args.held_out), examples, per_set, embedder_name, args)
+        return 0
     grouped = groups_with_kinds(examples, per_set, args.kinds_l2)
     groups = [g for gs in grouped.values() for g in gs]
     usable = sum(1 for _, y in groups if y.any())
@@ -246,13 +249,9 @@ async def run(args: argparse.Namespace) -> int:
                 f"{name}: loss {loss(model, gs):.3f}  hit@1 of the candidate order: hybrid "
                 f"{hit1(hy, gs):.3f} -> learned {hit1(learned, gs):.3f} (training questions)"
             )
-    w, b = kinds_fitted(examples, per_set, args.kinds_l2)
-    kinds_info = {"fitted_on": {"examples": len(examples[1]), "sets": args.sets,
-                                "split": args.split}, "embedder": embedder_name,
-                  "l2": args.kinds_l2, "written": time.strftime("%Y-%m-%d")}  # fmt: skip
     texts = {
         Path(args.out): json.dumps(model.to_json(), indent=1) + "\n",
-        Path(args.kinds_out): json.dumps(classifier_json(w, b, kinds_info)) + "\n",
+        Path(args.kinds_out): kinds_text(examples, per_set, embedder_name, args),
     }
     for path, text in texts.items():
         await asyncio.to_thread(path.write_text, text)
@@ -260,6 +259,43 @@ async def run(args: argparse.Namespace) -> int:
     print("largest weights:", ", ".join(f"{model.names[i]} {model.weights[i]:+.2f}" for i in top))
     print("written: " + ", ".join(str(p) for p in texts))
     return 0
+
+
+def kinds_text(
+    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], embedder: str,
+    args: argparse.Namespace,
+) -> str:  # fmt: skip
+    w, b = kinds_fitted(examples, per_set, args.kinds_l2)
+    kinds_info = {"fitted_on": {"examples": len(examples[1]), "sets": list(per_set),
+                                "split": args.split}, "embedder": embedder,
+                  "l2": args.kinds_l2, "written": time.strftime("%Y-%m-%d")}  # fmt: skip
+    return json.dumps(classifier_json(w, b, kinds_info)) + "\n"
+
+
+async def write_held_out(
+    out: Path, examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]],
+    embedder: str, args: argparse.Namespace,
+) -> None:  # fmt: skip
+    """For every set, the ranker and kind classifier fitted exactly as a full fit would be, on
+    the other sets only: ``{out}/ranker-without-{set}.json``, ``kinds-without-{set}.json``. The
+    candidates are collected once for all of them (a fit per held-out set would collect them
+    again each time)."""
+    await asyncio.to_thread(out.mkdir, parents=True, exist_ok=True)
+    for held in per_set:
+        others = {n: qs for n, qs in per_set.items() if n != held}
+        grouped = groups_with_kinds(examples, others, args.kinds_l2)
+        groups = [g for gs in grouped.values() for g in gs]
+        info = {"fitted_on": {"sets": list(others), "split": args.split,
+                              "questions": len(groups)}, "l2": args.l2,
+                "features": len(FEATURES), "written": time.strftime("%Y-%m-%d")}  # fmt: skip
+        model = fit(groups, l2=args.l2, info=info)
+        texts = {
+            out / f"ranker-without-{held}.json": json.dumps(model.to_json(), indent=1) + "\n",
+            out / f"kinds-without-{held}.json": kinds_text(examples, others, embedder, args),
+        }
+        for path, text in texts.items():
+            await asyncio.to_thread(path.write_text, text)
+        print(f"without {held}: {len(groups)} training questions", flush=True)
 
 
 def main() -> int:
@@ -278,6 +314,9 @@ def main() -> int:
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
     ap.add_argument("--kinds-l2", type=float, default=1e-4)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--held-out", metavar="DIR", help="write, for every set, the models fitted "
+                    "on the other sets (ranker-without-SET.json, kinds-without-SET.json) instead "
+                    "of one model on all")  # fmt: skip
     ap.add_argument("--cv", type=float, nargs="*", help="leave-one-set-out CV at these l2 values "
                     "(writes nothing)")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))
