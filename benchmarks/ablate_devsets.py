@@ -1,7 +1,7 @@
 """What each retrieval capability changes on the external dev sets: the full system against the
 same system with one capability off, at the cited level (what ``ask --json`` cites).
 
-    python benchmarks/ablate_devsets.py [--workdir DIR] [--out DIR] [--only NAME ...]
+    python benchmarks/ablate_devsets.py [--workdir DIR] [--out DIR] [--only NAME ...] [--sets ...]
         [--collate]   # only rebuild the table from runs already made
 
 Runs ``eval_devsets.py`` once per variant and split: the tuning halves scored by models fitted on
@@ -43,7 +43,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
 }
 
 
-def run(variant: str, split: str, work: Path, out: Path) -> Path:
+def run(variant: str, split: str, work: Path, out: Path, sets: list[str] | None = None) -> Path:
     dest = out / variant / split
     extra = [a.replace("{nc}", str(out / "no-classifier.json")) for a in VARIANTS[variant][1]]
     cmd = [
@@ -56,6 +56,7 @@ def run(variant: str, split: str, work: Path, out: Path) -> Path:
         "--split",
         split,
         *(["--loso"] if split == "tune" else []),
+        *(["--sets", *sets] if sets else []),
         *extra,
     ]
     print(f"{variant} {split}: {' '.join(extra) or '(as shipped)'}", flush=True)
@@ -125,6 +126,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "devsets" / "ablations"))
     ap.add_argument("--only", nargs="*", choices=list(VARIANTS))
     ap.add_argument("--split", nargs="+", default=["tune", "report"], choices=["tune", "report"])
+    ap.add_argument("--sets", nargs="+", help="these dev sets only (default: every one)")
     ap.add_argument("--collate", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
@@ -134,7 +136,7 @@ def main() -> int:
         for variant in args.only or list(VARIANTS):
             (out / variant).mkdir(exist_ok=True)
             for split in args.split:
-                run(variant, split, Path(args.workdir), out)
+                run(variant, split, Path(args.workdir), out, args.sets)
     text = collate(out)
     (out / "ablations.md").write_text(text + "\n")
     print(text)
