@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import json  # noqa: E402
 
-from eval_devsets import SETS  # noqa: E402  (the dev sets, one list)
+from eval_devsets import DEVSETS, SETS  # noqa: E402  (the dev sets, one list)
 
 from core.config import Settings  # noqa: E402
 from core.config.schema import RetrievalConfig  # noqa: E402
@@ -98,7 +98,7 @@ async def collect(
     ``{set}-loc``, the tracker without the pull requests that fixed them (eval_devsets.py).
     ``as_configured``: take the instances' retrieval settings whatever they are (an ablation's
     held-out fits), not only the shipped ones."""
-    setdir = ROOT / "benchmarks" / "devsets" / name
+    setdir = DEVSETS / name
     out = []
     for file, inst in (("questions.yaml", name), ("localize.yaml", f"{name}-loc")):
         qs = [q for q in load_questions(setdir / file) if split == "all" or q.split == split]
@@ -208,13 +208,7 @@ async def run(args: argparse.Namespace) -> int:
         return 0
     grouped = groups_with_kinds(examples, per_set, args.kinds_l2)
     groups = [g for gs in grouped.values() for g in gs]
-    usable = sum(1 for _, y in groups if y.any())
-    info = {
-        "fitted_on": {"sets": args.sets, "split": args.split, "questions": len(groups),
-                      "with_gold_candidates": usable},
-        "l2": args.l2, "objective": "listwise softmax, log probability of the gold candidates",
-        "features": len(FEATURES), "written": time.strftime("%Y-%m-%d"),
-    }  # fmt: skip
+    info = ranker_info(list(per_set), groups, args)
     if args.cv:
         for l2 in args.cv:
             cv = cross_validate(grouped, l2)
@@ -261,6 +255,19 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def ranker_info(
+    sets: list[str], groups: list[Group], args: argparse.Namespace
+) -> dict[str, object]:
+    """What a fitted ranker records about its fit (``ranker.json``'s ``info``)."""
+    usable = sum(1 for _, y in groups if y.any())
+    return {
+        "fitted_on": {"sets": sets, "split": args.split, "questions": len(groups),
+                      "with_gold_candidates": usable},
+        "l2": args.l2, "objective": "listwise softmax, log probability of the gold candidates",
+        "features": len(FEATURES), "written": time.strftime("%Y-%m-%d"),
+    }  # fmt: skip
+
+
 def kinds_text(
     examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], embedder: str,
     args: argparse.Namespace,
@@ -285,10 +292,7 @@ async def write_held_out(
         others = {n: qs for n, qs in per_set.items() if n != held}
         grouped = groups_with_kinds(examples, others, args.kinds_l2)
         groups = [g for gs in grouped.values() for g in gs]
-        info = {"fitted_on": {"sets": list(others), "split": args.split,
-                              "questions": len(groups)}, "l2": args.l2,
-                "features": len(FEATURES), "written": time.strftime("%Y-%m-%d")}  # fmt: skip
-        model = fit(groups, l2=args.l2, info=info)
+        model = fit(groups, l2=args.l2, info=ranker_info(list(others), groups, args))
         texts = {
             out / f"ranker-without-{held}.json": json.dumps(model.to_json(), indent=1) + "\n",
             out / f"kinds-without-{held}.json": kinds_text(examples, others, embedder, args),
