@@ -164,7 +164,7 @@ def test_glossary_stems_leave_english_words_alone() -> None:
     assert "atomic" in english_terms("¿es atomico el cambio?")
     # Stems that once prefixed English words ("envi" → environ, "archiv" → archive, "borr" →
     # borrow): an English question or issue text must get no Spanish reading.
-    assert english_terms("Why is os.environ read before the archive is opened?") == []
+    assert english_terms("Why is os.environ read before the archive is opened? envious") == []
     assert english_terms("Can I borrow the connection, parse the version, retry it?") == []
     assert english_terms("¿Quién envió la petición?") == ["send", "request"]
     assert english_terms("Se borró el archivo") == ["delete", "remove", "file", "files"]
