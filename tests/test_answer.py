@@ -130,3 +130,32 @@ async def test_a_far_less_similar_source_is_dropped_except_for_a_bug_report() ->
     bug = await answerer.answer(asked, Retrieval(sources, route={"localize": True}))
     assert [s.title for s in bug.sources] == ["T1", "T2"]  # a bug report keeps its candidate files
     assert "[2]" in bug.text
+
+
+@pytest.mark.asyncio
+async def test_a_docs_section_that_is_one_code_block_is_quoted_by_its_comments_and_lines() -> None:
+    """An options object in a fenced block (axios's README "Request Config") has no prose
+    outside the block: its comments and code lines are what answers, and the section was the
+    best source — it used to offer nothing to quote and vanished from the answer."""
+    config = (
+        "README.md › Request Config\n```js\n{\n  // `url` is the server URL used for the request\n"
+        "  url: '/user',\n\n  // `baseURL` will be prepended to `url` unless `url` is absolute\n"
+        "  // and option `allowAbsoluteUrls` is set to true.\n"
+        "  baseURL: 'https://some-domain.com/api/',\n}\n```\n"
+    )
+    table = "docs/settings.md › Options\n| Option | Default |\n|---|---|\n| `--port` | 8000 |\n"
+    sources = [src(0, text=config), src(1, text=table)]
+    a = await ExtractiveAnswerer().answer(
+        "can a full URL bypass the baseURL? which option controls absolute URLs?",
+        Retrieval(sources),
+    )
+    assert a.sources and a.sources[0].title == "T0"
+    said = "`baseURL` will be prepended to `url` unless `url` is absolute and option "
+    assert said + "`allowAbsoluteUrls` is set to true." in a.text
+    assert "```" not in a.text
+    answerer = ExtractiveAnswerer()
+    port = await answerer.answer("what is the default --port?", Retrieval([src(1, text=table)]))
+    assert "| `--port` | 8000 |" in port.text and "|---|" not in port.text
+    empty = src(2, text="a.md › Widgets\n```\nok\n```\n")
+    bare = await answerer.answer("anything about widgets", Retrieval([empty]))
+    assert [s.title for s in bare.sources] == ["T2"] and "ok" in bare.text  # its first line

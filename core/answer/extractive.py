@@ -34,20 +34,49 @@ from core.retrieve.language import detect_language
 log = logging.getLogger(__name__)
 
 
-def _sentences(src: Source) -> list[str]:
-    body = src.text.split("\n", 1)[1] if "\n" in src.text else src.text
-    if src.collection == "code":
-        return _code_quotes(body, src.symbol)
-    lines = body.splitlines()
+def _body(src: Source) -> str:
+    return src.text.split("\n", 1)[1] if "\n" in src.text else src.text
+
+
+def _prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
+    """A docs or issues source's quotable text: its sentences, table rows and the comments of
+    its code blocks (prose), and the code of those blocks (for :func:`_code_lines`). A section
+    that is one code block — an options object whose comments say what each key does — has
+    nothing else to quote."""
+    lines = _body(src).splitlines()
     if src.collection == "issues" and lines and re.match(r"(Issue|PR) · ", lines[0]):
         lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
-    out = []
+    out: list[str] = []
+    blocks: list[str] = []
     for u in prose_units(lines, 1):
         t = u.text.strip()
-        if t.startswith(("```", "~~~", "|")) or len(t) < 3:
-            continue
-        out.append(t)
-    return out
+        if t.startswith(("```", "~~~")):
+            inner = [ln for ln in t.splitlines()[1:] if not _FENCE_LINE.match(ln)]
+            out.extend(_comment_sentences(inner))
+            blocks.append("\n".join(inner))
+        elif t.startswith("|"):
+            if not _TABLE_RULE.match(t):
+                out.append(t)  # a table row, verbatim (an option, its default, its meaning)
+        elif len(t) >= 3:
+            out.append(t)
+    return out, blocks
+
+
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+_TABLE_RULE = re.compile(r"^[|\s:-]+$")
+_COMMENT = re.compile(r"^\s*(#|//|/\*+|\*(?!\*))\s?")
+
+
+def _comment_sentences(lines: list[str]) -> list[str]:
+    """The sentences of a code block's comments; a code line ends a comment's paragraph."""
+    text = [_COMMENT.sub("", ln).rstrip(" */") if _COMMENT.match(ln) else "" for ln in lines]
+    return [u.text.strip() for u in prose_units(text, 1) if len(u.text.strip()) >= 3]
+
+
+def _sentences(src: Source) -> list[str]:
+    if src.collection == "code":
+        return _code_quotes(_body(src), src.symbol)
+    return _prose_and_blocks(src)[0]
 
 
 _DEFINITION = re.compile(
@@ -133,11 +162,12 @@ CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
 UNITS_PER_SOURCE = 10  # quotable units of a source scored by embedding (the best by words)
 
 
-def _code_lines(body: str, qterms: set[str]) -> list[str]:
+def _code_lines(body: str, qterms: set[str], skip: int = 1) -> list[str]:
     """A code chunk's lines that may hold the answer: those sharing words with the question,
-    then raises, defaults, returns, environment variables and string literals."""
+    then raises, defaults, returns, environment variables and string literals. ``skip``: the
+    leading lines not offered (a chunk's definition line: its signature is quoted anyway)."""
     out: list[tuple[int, str]] = []
-    for ln in body.splitlines()[1:]:  # not the definition line: the signature is quoted anyway
+    for ln in body.splitlines()[skip:]:
         t = ln.strip()
         if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
             continue
@@ -258,11 +288,19 @@ class ExtractiveAnswerer:
     def _quotes(self, sources: list[Source], qset: set[str]) -> list[_Quote]:
         per: list[list[_Quote]] = []
         for i, src in enumerate(sources):
-            units = _sentences(src)
-            sig = len(units) if src.collection != "code" else min(1, len(units))
             if src.collection == "code":
-                body = src.text.split("\n", 1)[1] if "\n" in src.text else src.text
-                units += [u for u in _code_lines(body, qset) if u not in units]
+                units = _sentences(src)
+                sig = min(1, len(units))
+                units += [u for u in _code_lines(_body(src), qset) if u not in units]
+            else:
+                units, blocks = _prose_and_blocks(src)
+                sig = 0
+                code = _code_lines("\n".join(blocks), qset, skip=0)
+                units += [u for u in dict.fromkeys(code) if u not in units]
+            if not units:  # nothing quotable (a bare heading): its first line, not silence
+                body = [ln.strip() for ln in _body(src).splitlines()]
+                first = next((t for t in body if t and not _FENCE_LINE.match(t)), "")
+                units = [clip(first, 160)] if first else []
             per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code")
                         for pos, u in enumerate(units)])  # fmt: skip
         # Rarer question terms weigh more: idf over the units at hand.
