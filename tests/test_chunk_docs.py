@@ -134,3 +134,28 @@ def test_overlong_heading_path_is_shortened_not_fatal() -> None:
     assert chunks and all(words(c.piece.text) <= 120 for c in chunks)
     assert chunks[0].piece.text.startswith("README.md › word0 word1")
     assert "Body text under it." in chunks[-1].piece.text
+
+
+def test_a_long_code_block_is_split_into_fenced_pieces_with_their_own_lines() -> None:
+    """axios's README "Request Config" is one ~200-line ```js block: each piece of it is a code
+    block again (its opening line and a closing fence), cites its own lines, and the pieces
+    together hold every line of the block once."""
+    body = [f"  // option {i} sets the value {i}\n  option{i}: {i}," for i in range(80)]
+    code = "\n".join(body).split("\n")
+    md = "# Guide\n\n## Config\n\nThe options:\n\n```js\n{\n" + "\n".join(code) + "\n}\n```\n"
+    lines = md.splitlines()
+    chunks = chunk_doc("g.md", md, words, 80)
+    fenced = [c for c in chunks if "```js" in c.piece.body]
+    assert len(fenced) > 4
+    inner: list[str] = []
+    for c in fenced:
+        assert words(c.piece.text) <= 80
+        got = c.piece.body.split("\n")
+        assert got[0] == "```js" and got[-1] == "```"
+        inner += got[1:-1]
+        # the cited range holds the piece's own lines, not the whole block's
+        assert all(ln in lines[c.piece.start_line - 1 : c.piece.end_line] for ln in got[1:-1])
+        assert c.piece.end_line - c.piece.start_line < len(got) + 2
+    assert inner == ["{", *code, "}"]
+    starts = [c.piece.start_line for c in fenced]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)

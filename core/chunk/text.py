@@ -167,38 +167,96 @@ def _fit_prefix(word: str, budget: int, count: TokenCounter) -> int:
 
 def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]:
     """A unit larger than the window: cut at line breaks, else at word boundaries; a single
-    "word" over the window (minified data, base64) is cut hard. Word counts are summed (with one
-    token per separator, an upper bound for the embedders' tokenizers) and the joined text is
-    counted only when the sum says it would not fit: linear in the unit."""
-    seps = "\n" if "\n" in unit.text else " "
+    "word" over the window (minified data, base64) is cut hard. A fenced code block is cut
+    between its lines and every part fenced again (its opening line, info string included, and
+    a closing fence), so each piece is a block a reader renders as code; a part cut at line
+    breaks keeps its own lines' range."""
+    lines = unit.text.split("\n")
+    fence = _FENCE.match(lines[0]) if len(lines) > 2 else None
+    if fence:
+        closed = bool(_FENCE.match(lines[-1]))
+        inner = lines[1:-1] if closed else lines[1:]
+        opener, closer = lines[0], lines[-1] if closed else lines[0][: fence.end()]
+        room = budget - count(f"{opener}\n\n{closer}")
+        if inner and room >= 4:
+            parts = _split_lines(inner, unit.start_line + 1, room, count)
+            out = [Unit(f"{opener}\n{p.text}\n{closer}", p.start_line, p.end_line, "\n")
+                   for p in parts]  # fmt: skip
+            out[0] = Unit(out[0].text, unit.start_line, out[0].end_line, unit.sep)
+            out[-1] = Unit(out[-1].text, out[-1].start_line, unit.end_line, out[-1].sep)
+            return out
+    if len(lines) > 1:
+        out = _split_lines(lines, unit.start_line, budget, count)
+    else:
+        out = [
+            Unit(t, unit.start_line, unit.end_line, " ")
+            for t in _split_words(unit.text, budget, count)
+        ]
+    first = out[0]
+    out[0] = Unit(first.text, first.start_line, first.end_line, unit.sep)
+    return out
+
+
+def _split_lines(lines: list[str], first_line: int, budget: int, count: TokenCounter) -> list[Unit]:
+    """Consecutive lines packed up to ``budget``; each part knows its lines. A line alone over
+    the budget is cut at word boundaries (its parts share its line number)."""
     out: list[Unit] = []
     cur: list[str] = []
-    est = 0  # tokens of seps.join(cur), an upper bound
+    start = first_line
+    est = 0  # tokens of "\n".join(cur), an upper bound
+    for k, ln in enumerate(lines):
+        size = count(ln)
+        if size > budget:
+            if cur:
+                out.append(Unit("\n".join(cur), start, first_line + k - 1, "\n"))
+                cur, est = [], 0
+            out += [Unit(t, first_line + k, first_line + k, "\n")
+                    for t in _split_words(ln, budget, count)]  # fmt: skip
+            start = first_line + k + 1
+            continue
+        if cur and est + 1 + size > budget:
+            joined = count("\n".join([*cur, ln]))
+            if joined > budget:
+                out.append(Unit("\n".join(cur), start, first_line + k - 1, "\n"))
+                cur, est, start = [], 0, first_line + k
+            else:
+                est = joined - size - 1  # the real count: the next line adds to it
+        est += size + (1 if cur else 0)
+        if not cur:
+            start = first_line + k
+        cur.append(ln)
+    if cur:
+        out.append(Unit("\n".join(cur), start, first_line + len(lines) - 1, "\n"))
+    return out
 
-    def emit(text: str) -> None:
-        out.append(Unit(text, unit.start_line, unit.end_line, " "))
 
-    for w in unit.text.split(seps):
+def _split_words(text: str, budget: int, count: TokenCounter) -> list[str]:
+    """One line over the budget, cut at word boundaries; a single "word" over the window
+    (minified data, base64) is cut hard. Word counts are summed (with one token per separator,
+    an upper bound for the embedders' tokenizers) and the joined text is counted only when the
+    sum says it would not fit: linear in the line."""
+    out: list[str] = []
+    cur: list[str] = []
+    est = 0
+    for w in text.split(" "):
         while (n := _fit_prefix(w, budget, count)) < len(w):
             if cur:
-                emit(seps.join(cur))
+                out.append(" ".join(cur))
                 cur, est = [], 0
-            emit(w[:n])
+            out.append(w[:n])
             w = w[n:]
         size = count(w)
         if cur and est + 1 + size > budget:
-            joined = count(seps.join([*cur, w]))
+            joined = count(" ".join([*cur, w]))
             if joined > budget:
-                emit(seps.join(cur))
+                out.append(" ".join(cur))
                 cur, est = [], 0
             else:
-                est = joined - size - 1  # the real count: the next word adds to it
+                est = joined - size - 1
         est += size + (1 if cur else 0)
         cur.append(w)
     if cur:
-        emit(seps.join(cur))
-    first = out[0]
-    out[0] = Unit(first.text, first.start_line, first.end_line, unit.sep)
+        out.append(" ".join(cur))
     return out
 
 
