@@ -264,6 +264,7 @@ def ranker_info(
         "fitted_on": {"sets": sets, "split": args.split, "questions": len(groups),
                       "with_gold_candidates": usable},
         "l2": args.l2, "objective": "listwise softmax, log probability of the gold candidates",
+        "optimiser": "rank.fit: Adam, its step decayed as a cosine to 0",
         "features": len(FEATURES), "written": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
 

@@ -36,7 +36,8 @@ from core.store.base import BuildReader, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 3  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py
+CHUNKER_VERSION = 4  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py;
+# 4: a long code block split into fenced parts with their own lines
 
 
 @dataclass
