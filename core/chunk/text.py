@@ -200,63 +200,63 @@ def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]
 def _split_lines(lines: list[str], first_line: int, budget: int, count: TokenCounter) -> list[Unit]:
     """Consecutive lines packed up to ``budget``; each part knows its lines. A line alone over
     the budget is cut at word boundaries (its parts share its line number)."""
+    sizes = [count(ln) for ln in lines]
+    over = {k for k, n in enumerate(sizes) if n > budget}
     out: list[Unit] = []
-    cur: list[str] = []
-    start = first_line
-    est = 0  # tokens of "\n".join(cur), an upper bound
-    for k, ln in enumerate(lines):
-        size = count(ln)
-        if size > budget:
-            if cur:
-                out.append(Unit("\n".join(cur), start, first_line + k - 1, "\n"))
-                cur, est = [], 0
-            out += [Unit(t, first_line + k, first_line + k, "\n")
-                    for t in _split_words(ln, budget, count)]  # fmt: skip
-            start = first_line + k + 1
-            continue
-        if cur and est + 1 + size > budget:
-            joined = count("\n".join([*cur, ln]))
-            if joined > budget:
-                out.append(Unit("\n".join(cur), start, first_line + k - 1, "\n"))
-                cur, est, start = [], 0, first_line + k
-            else:
-                est = joined - size - 1  # the real count: the next line adds to it
-        est += size + (1 if cur else 0)
-        if not cur:
-            start = first_line + k
-        cur.append(ln)
-    if cur:
-        out.append(Unit("\n".join(cur), start, first_line + len(lines) - 1, "\n"))
+    for a, b in _runs(lines, sizes, "\n", budget, count, over):
+        if a in over:
+            line = first_line + a
+            out += [Unit(t, line, line, "\n") for t in _split_words(lines[a], budget, count)]
+        else:
+            out.append(Unit("\n".join(lines[a:b]), first_line + a, first_line + b - 1, "\n"))
     return out
 
 
 def _split_words(text: str, budget: int, count: TokenCounter) -> list[str]:
     """One line over the budget, cut at word boundaries; a single "word" over the window
-    (minified data, base64) is cut hard. Word counts are summed (with one token per separator,
-    an upper bound for the embedders' tokenizers) and the joined text is counted only when the
-    sum says it would not fit: linear in the line."""
-    out: list[str] = []
-    cur: list[str] = []
-    est = 0
+    (minified data, base64) is cut hard, each cut a part of its own."""
+    words: list[str] = []
+    cuts: set[int] = set()
     for w in text.split(" "):
         while (n := _fit_prefix(w, budget, count)) < len(w):
-            if cur:
-                out.append(" ".join(cur))
-                cur, est = [], 0
-            out.append(w[:n])
+            cuts.add(len(words))
+            words.append(w[:n])
             w = w[n:]
-        size = count(w)
-        if cur and est + 1 + size > budget:
-            joined = count(" ".join([*cur, w]))
+        words.append(w)
+    sizes = [0 if i in cuts else count(w) for i, w in enumerate(words)]
+    return [" ".join(words[a:b]) for a, b in _runs(words, sizes, " ", budget, count, cuts)]
+
+
+def _runs(
+    items: list[str], sizes: list[int], sep: str, budget: int, count: TokenCounter,
+    alone: set[int],
+) -> list[tuple[int, int]]:  # fmt: skip
+    """Greedy runs ``[a, b)`` of ``items`` whose ``sep``-join fits ``budget``; the indices in
+    ``alone`` are runs of their own. Item counts are summed (one token per separator, an upper
+    bound for the embedders' tokenizers) and the joined text is counted only when the sum says
+    it would not fit: linear in the items."""
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    est = 0  # tokens of sep.join(items[start:i]), an upper bound
+    for i, size in enumerate(sizes):
+        if i in alone:
+            if start is not None:
+                out.append((start, i))
+            out.append((i, i + 1))
+            start, est = None, 0
+            continue
+        if start is not None and est + 1 + size > budget:
+            joined = count(sep.join(items[start : i + 1]))
             if joined > budget:
-                out.append(" ".join(cur))
-                cur, est = [], 0
+                out.append((start, i))
+                start, est = None, 0
             else:
-                est = joined - size - 1
-        est += size + (1 if cur else 0)
-        cur.append(w)
-    if cur:
-        out.append(" ".join(cur))
+                est = joined - size - 1  # the real count: the next item adds to it
+        est += size + (0 if start is None else 1)
+        if start is None:
+            start = i
+    if start is not None:
+        out.append((start, len(items)))
     return out
 
 
