@@ -200,6 +200,20 @@ async def test_lexical_search_over_code_aware_forms(built: tuple[IndexStore, Any
 
 
 @pytest.mark.asyncio
+async def test_which_terms_a_rows_whole_document_holds(built: tuple[IndexStore, Any]) -> None:
+    _, r = built
+    got = await r.doc_terms(["chart", "parse", "timeout", "nothingmatcheshere"],
+                            {"code": [0, 2], "docs": [0]})  # fmt: skip
+    assert got.docs == 5  # files and threads that have chunks (issue 43 has none)
+    assert {t: got.df.get(t, 0) for t in ("chart", "parse", "timeout", "nothingmatcheshere")} == {
+        "chart": 2, "parse": 2, "timeout": 2, "nothingmatcheshere": 0}  # fmt: skip
+    # Row 0 (parse_config) holds no "chart": another chunk of its file (Renderer.draw) does.
+    assert got.held[("code", 0)] == {"chart", "parse"}
+    assert got.held[("code", 2)] == {"parse"} and got.held[("docs", 0)] == {"timeout"}
+    assert (await r.doc_terms([], {"code": [0]})).held[("code", 0)] == frozenset()
+
+
+@pytest.mark.asyncio
 async def test_chunks_and_lookups(built: tuple[IndexStore, Any]) -> None:
     _, r = built
     got = await r.chunks("code", [2, 0, 99])

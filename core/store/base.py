@@ -17,7 +17,7 @@ implementation; ``tests/test_store_contract.py`` is the suite any implementation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from core.models import Chunk, Collection, Document, Symbol
+from core.store.doc_terms import DocTerms
 
 
 class Hit(NamedTuple):
@@ -102,6 +103,14 @@ class BuildReader(Protocol):
     async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
         """BM25 top ``n`` of the rows whose lexical form holds any of ``terms`` (lexical tokens,
         ``core.lexical.query_terms``), best first; scores ≥ 0, higher is better."""
+        ...
+
+    async def doc_terms(
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
+    ) -> DocTerms:
+        """For lexical ``terms`` (as ``lexical`` takes them): how many documents of the build
+        hold each, and which of them the document of each of ``rows`` holds in any of its
+        chunks (``doc_terms.py``; what the ranker's coverage feature reads)."""
         ...
 
     def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:

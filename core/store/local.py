@@ -26,7 +26,7 @@ import fcntl
 import json
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,10 @@ import numpy as np
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, Unit, group_links
-from core.store.bm25 import Bm25, on_search_thread
+from core.store.bm25 import Bm25, on_search_thread, read_postings
+from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
-from core.store.local_index import Lookups, search_postings, test_flags, tokens
+from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
 from core.store.local_schema import (
     CHUNK_COLS,
     SCHEMA_VERSION,
@@ -65,6 +66,7 @@ class LocalReader:
         self._tests = np.zeros(0, dtype=bool)  # per code row: is it test code
         self._lookups = Lookups()
         self._bm25: dict[str, Bm25] = {}  # collections with postings (newer builds)
+        self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
@@ -83,13 +85,13 @@ class LocalReader:
             vectors = await asyncio.to_thread(load_vectors, path, rows, dim)
             reader = cls(path, db, vectors)
             reader.meta = meta
-            sql = (
-                "SELECT collection, row, path, issue FROM chunks "
-                "WHERE path IS NOT NULL OR issue IS NOT NULL"
-            )
+            sql = "SELECT collection, row, path, issue, doc_key FROM chunks"
             async with db.execute(sql) as cur:
                 located = list(await cur.fetchall())
-            reader._lookups = await asyncio.to_thread(Lookups.of, located)
+            reader._lookups = await asyncio.to_thread(Lookups.of, [r[:4] for r in located])
+            reader._docs = await asyncio.to_thread(
+                DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k in located], rows
+            )
             async with db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'lexstats'"
             ) as cur:
@@ -100,7 +102,7 @@ class LocalReader:
                         reader._bm25[str(coll)] = Bm25(np.frombuffer(blob, np.int32))
             if "code" in vectors:  # flags for retrieval's test_penalty, computed once
                 paths = [
-                    (int(r), str(p)) for c, r, p, _ in located if c == "code" and p is not None
+                    (int(r), str(p)) for c, r, p, _, _ in located if c == "code" and p is not None
                 ]
                 reader._tests = await asyncio.to_thread(test_flags, paths, len(vectors["code"]))
         except BaseException:
@@ -156,6 +158,16 @@ class LocalReader:
             got = await search_postings(self.db, collection, bm25, [f[0] for f in folded], n)
             return [Hit(r, sc) for r, sc in got]
         return await self._lexical_fts(collection, terms, n)
+
+    async def doc_terms(
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
+    ) -> DocTerms:
+        found: dict[str, dict[str, np.ndarray]] = {}
+        folded = {t: f[0] for t in terms if len(f := tokens(t)) == 1}
+        for coll in self._bm25:  # collections with postings (older builds: no coverage)
+            got = read_postings(await read_terms(self.db, coll, sorted(set(folded.values()))))
+            found[coll] = {t: got[f][0] for t, f in folded.items() if f in got}
+        return await on_search_thread(lambda: self._docs.answer(found, rows))
 
     async def _lexical_fts(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
         match = fts_match(terms)

@@ -75,15 +75,25 @@ async def search_postings(
 ) -> list[tuple[int, float]]:
     """FTS5's BM25 top ``n`` of the OR of ``terms`` (folded tokens) from the postings: one
     indexed read, then numpy off the event loop."""
+    parts = await read_terms(db, collection, terms)
+    return await on_search_thread(lambda: bm25.top(terms, read_postings(parts), n))
+
+
+async def read_terms(
+    db: aiosqlite.Connection, collection: str, terms: Sequence[str]
+) -> list[tuple[str, bytes, bytes]]:
+    """The postings of ``terms`` (folded tokens) in a collection: ``(term, rows, tfs)`` blobs
+    by term and part, one indexed read."""
     wanted = sorted(set(terms))
+    if not wanted:
+        return []
     q = ",".join("?" * len(wanted))
     sql = (
         f"SELECT term, rows, tfs FROM postings WHERE collection = ? AND term IN ({q}) "
         "ORDER BY term, part"
     )
     async with db.execute(sql, [collection, *wanted]) as cur:
-        parts = [(str(t), bytes(r), bytes(f)) for t, r, f in await cur.fetchall()]
-    return await on_search_thread(lambda: bm25.top(terms, read_postings(parts), n))
+        return [(str(t), bytes(r), bytes(f)) for t, r, f in await cur.fetchall()]
 
 
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -31,6 +31,7 @@ from core.errors import IndexError_
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
 from core.store.base import Hit, IssueLinks, Unit, group_links
 from core.store.bm25 import Bm25, on_search_thread, read_postings
+from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
     CHUNK_COLS,
     EF_SEARCH,
@@ -76,6 +77,7 @@ class PgReader:
         self._hnsw = hnsw  # collections searched through their HNSW index
         self._tests: set[int] = set()
         self._bm25: dict[str, Bm25] = {}  # per collection: row lengths for BM25
+        self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
         self.exact = False  # True: never the HNSW index (benchmarks measure recall with it)
         self.ef_search = EF_SEARCH  # HNSW candidates (benchmarks sweep it)
 
@@ -143,14 +145,29 @@ class PgReader:
         bm25 = self._bm25.get(collection)
         if not terms or n <= 0 or bm25 is None or collection not in COLLECTIONS:
             return []
+        parts = await self._postings(collection, terms)
+        found = await on_search_thread(lambda: bm25.top(list(terms), read_postings(parts), n))
+        return [Hit(r, s) for r, s in found]
+
+    async def _postings(
+        self, collection: str, terms: Sequence[str]
+    ) -> list[tuple[str, bytes, bytes]]:
         got = await self._fetch(
             f"SELECT term, rows, tfs FROM {self._t(collection + '_post')} "
             "WHERE term = ANY($1::text[]) ORDER BY term, part",
             sorted(set(terms)),
         )
-        parts = [(str(t), bytes(r), bytes(f)) for t, r, f in got]
-        found = await on_search_thread(lambda: bm25.top(list(terms), read_postings(parts), n))
-        return [Hit(r, s) for r, s in found]
+        return [(str(t), bytes(r), bytes(f)) for t, r, f in got]
+
+    async def doc_terms(
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
+    ) -> DocTerms:
+        found: dict[str, dict[str, np.ndarray]] = {}
+        for coll in COLLECTIONS:
+            if terms and coll in self._bm25 and self.size(coll):
+                got = read_postings(await self._postings(coll, terms))
+                found[coll] = {t: r for t, (r, _) in got.items()}
+        return await on_search_thread(lambda: self._docs.answer(found, rows))
 
     # -- chunks and lookups ------------------------------------------------------------------
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
@@ -316,6 +333,11 @@ class PostgresStore:
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
             reader._bm25[str(coll)] = Bm25(np.frombuffer(bytes(blob), np.int32))
+        located = [
+            (c, int(r), str(k)) for c in COLLECTIONS if sizes.get(c)
+            for r, k in await reader._fetch(f"SELECT row, doc_key FROM {table(build_id, c)}")
+        ]  # fmt: skip
+        reader._docs = await asyncio.to_thread(DocMap.of, located, sizes)
         if sizes.get("code"):  # flags for retrieval's test_penalty, computed once
             got = await reader._fetch(
                 f"SELECT row, path FROM {table(build_id, 'code')} WHERE path IS NOT NULL"

@@ -1,0 +1,77 @@
+"""Which documents hold a question's terms: what grep sees of a whole file.
+
+The ranker's coverage feature (``retrieve/rank.py``, ``cover``) asks of a question's lexical
+terms how many documents (files, issue threads) of the build hold each, and which of them a
+candidate's *document* holds — in any of its chunks, not only the retrieved one. Both stores
+answer from the BM25 postings they already keep (the rows holding each term) and a row →
+document map made when the reader opens: no table more in a build, nothing to rebuild.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.models import Collection
+
+
+@dataclass(frozen=True)
+class DocTerms:
+    """The document-level view of a question's terms in one build."""
+
+    docs: int = 0  # documents in the build (every collection)
+    df: dict[str, int] = field(default_factory=dict)  # term → documents holding it (0: left out)
+    # (collection, row) → the terms that row's document holds anywhere
+    held: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
+
+
+class DocMap:
+    """Per collection, each row's document id (ids unique across collections; -1: unknown)."""
+
+    def __init__(self, ids: dict[str, np.ndarray], docs: int) -> None:
+        self.ids = ids
+        self.docs = docs
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[str, int, str]], sizes: Mapping[str, int]) -> DocMap:
+        """From ``(collection, row, doc_key)`` triples; ``sizes``: rows per collection."""
+        ids = {c: np.full(n, -1, np.int32) for c, n in sizes.items()}
+        seen: dict[tuple[str, str], int] = {}
+        for coll, row, key in rows:
+            arr = ids.get(coll)
+            if arr is not None and 0 <= row < len(arr):
+                arr[row] = seen.setdefault((coll, key), len(seen))
+        return cls(ids, len(seen))
+
+    def answer(
+        self, found: Mapping[str, Mapping[str, np.ndarray]],
+        rows: Mapping[Collection, Sequence[int]],
+    ) -> DocTerms:  # fmt: skip
+        """``found``: per collection, term → the rows holding it (its postings); ``rows``: per
+        collection, the candidates to say which terms their documents hold."""
+        per_term: dict[str, list[np.ndarray]] = {}
+        for coll, by_term in found.items():
+            m = self.ids.get(coll)
+            if m is None:
+                continue
+            for t, rs in by_term.items():
+                rs = rs[(rs >= 0) & (rs < len(m))]
+                per_term.setdefault(t, []).append(m[rs])
+        keys = [(c, int(r)) for c, rs in rows.items() for r in rs]
+        cand = np.array([self._id(c, r) for c, r in keys], np.int64)
+        df: dict[str, int] = {}
+        held: dict[tuple[str, int], set[str]] = {k: set() for k in keys}
+        for t, arrs in per_term.items():
+            d = np.unique(np.concatenate(arrs))
+            d = d[d >= 0]
+            df[t] = len(d)
+            if len(d) and len(cand):
+                for i in np.flatnonzero(np.isin(cand, d)):
+                    held[keys[i]].add(t)
+        return DocTerms(self.docs, df, {k: frozenset(v) for k, v in held.items()})
+
+    def _id(self, coll: str, row: int) -> int:
+        m = self.ids.get(coll)
+        return int(m[row]) if m is not None and 0 <= row < len(m) else -1
