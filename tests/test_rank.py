@@ -11,7 +11,8 @@ import pytest
 from core.models import Chunk
 from core.retrieve.analyse import analyse
 from core.retrieve.fusion import Candidate
-from core.retrieve.rank import FEATURES, Context, Ranker, comment_share, fit, matrix
+from core.retrieve.rank import FEATURES, Context, Ranker, comment_share, coverage, fit, matrix
+from core.store.doc_terms import DocTerms
 
 DOCUMENTED_TYPE = """source/types/options.ts › Options
 export type Options = {
@@ -72,6 +73,32 @@ def test_declarations_comment_share_and_their_kind_crosses() -> None:
     assert x[0, f["is_decl_bug"]] == 0.0
     assert x[0, f["comment_share"]] > x[1, f["comment_share"]]
     assert x[1, f["comment_share_howto"]] == 0.0 and x[0, f["comment_share_howto"]] > 0.1
+
+
+def test_document_coverage_weighs_rare_terms_and_is_crossed_with_the_kinds() -> None:
+    """Coverage: the idf-weighted share of the question's terms the candidate's whole document
+    holds; a term held by every document weighs least, one held by none is left out."""
+    held = DocTerms(10, {"retry": 1, "delay": 5, "the": 10, "absent": 0},
+                    {("code", 0): frozenset({"retry", "delay"}), ("code", 1): frozenset({"the"}),
+                     ("docs", 0): frozenset()})  # fmt: skip
+    got = coverage(held)
+    idf = {t: np.log(1 + 10 / n) for t, n in (("retry", 1), ("delay", 5), ("the", 10))}
+    total = sum(idf.values())
+    assert got[("code", 0)] == pytest.approx((idf["retry"] + idf["delay"]) / total)
+    assert got[("code", 1)] == pytest.approx(idf["the"] / total) and got[("docs", 0)] == 0.0
+    assert coverage(DocTerms(10, {"absent": 0}, {("code", 0): frozenset()})) == {}
+    question = "How does the retry delay get computed?"
+    kinds = {"howto": 0.2, "code": 0.7, "issues": 0.1, "bug": 0.0}
+    ctx = Context.of(question, [], analyse(question), kinds, "en", got)
+    cands = [_cand("source/core/retry.ts", "function", LOGIC, 0.84),
+             _cand("source/types/options.ts", "type", DOCUMENTED_TYPE, 0.86)]  # fmt: skip
+    cands[1].row = 1
+    x = matrix(cands, ctx)
+    f = {n: i for i, n in enumerate(FEATURES)}
+    assert x[0, f["cover"]] == pytest.approx(got[("code", 0)])
+    assert x[0, f["cover"]] > x[1, f["cover"]] > 0
+    assert x[0, f["cover_code"]] == pytest.approx(0.7 * got[("code", 0)])
+    assert x[0, f["cover_bug"]] == 0.0
 
 
 def test_fit_learns_to_put_the_gold_first_and_json_keeps_the_model() -> None:

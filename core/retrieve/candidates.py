@@ -192,6 +192,13 @@ class Found:
     ranked: list[list[tuple[Collection, int]]] = field(default_factory=list)
 
 
+def lexical_terms(text: str, route: Route, extra_terms: Sequence[str] = ()) -> list[str]:
+    """The lexical query of a question: its words, identifiers, paths and ``extra_terms``."""
+    return query_terms(
+        " ".join([text, *route.identifiers, *route.paths, *extra_terms]), max_terms=40
+    )
+
+
 async def find(
     reader: BuildReader,
     q: np.ndarray,
@@ -206,9 +213,7 @@ async def find(
     with its evidence and one hybrid score (see the module docstring). ``extra_terms`` join the
     lexical query (the glossary's English terms)."""
     cfg = opt.config
-    terms = query_terms(
-        " ".join([text, *route.identifiers, *route.paths, *extra_terms]), max_terms=40
-    )
+    terms = lexical_terms(text, route, extra_terms)
     exact = await exact_rows(reader, route, text) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}

@@ -3,12 +3,13 @@
 Features (:data:`FEATURES`) describe a candidate *for this question*: its cosine and its gap to
 the question's best, BM25 over the collection's best and the ranks in both lists, exact hits,
 code-graph hits, per-field matches (symbol name, heading or title, path), how many
-candidates of the same file matched, the chunk's kind (definition, declaration, module code, test,
-example, changelog, README, pull request) and how much of it is comments, and its collection
-crossed with the question's kind probabilities (``kinds.py``) and exact signals (identifiers,
-issue numbers, errors, language). Declarations and comment share are crossed with the kinds
-too: a type full of documented options answers "which options are there", not
-"how does it decide".
+candidates of the same file matched, how much of the question its whole document holds
+(:func:`coverage`, crossed with the how-to, code and bug kinds), the chunk's kind (definition,
+declaration, module code, test, example, changelog, README, pull request) and how much of it is
+comments, and its collection crossed with the question's kind probabilities (``kinds.py``) and
+exact signals (identifiers, issue numbers, errors, language). Declarations and comment share
+are crossed with the kinds too: a type full of documented options answers "which options are
+there", not "how does it decide".
 
 The weights are *learned*, not set by hand: :func:`fit` maximises, per question, the softmax
 probability of the candidates that are gold (listwise logistic regression with an L2 penalty,
@@ -37,6 +38,7 @@ from core.models import COLLECTIONS
 from core.retrieve.analyse import Route
 from core.retrieve.fusion import Candidate
 from core.retrieve.kinds import KINDS
+from core.store.doc_terms import DocTerms
 
 MODEL = Path(__file__).with_name("ranker.json")
 # The score range fusion measures relevance in: the best score less SPAN up to the best (a
@@ -56,11 +58,14 @@ _DEF_KINDS = frozenset(
     "method_group".split()
 )
 
+# The kinds document coverage is crossed with (measured: variants/xfc.py.txt).
+COVER_KINDS = ("howto", "code", "bug")
 BASE = [
     "cos", "cos_gap", "cos_gap_coll", "coll_gap", "lex", "dense_rr", "lex_rr", "exact",
     "graph_call", "graph_issue", "sym_match", "title_match", "path_match", "ident_in_text",
     "file_share", "tokens", "is_def", "is_module", "is_test", "is_example", "is_changelog",
-    "is_readme", "is_pr", *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
+    "is_readme", "is_pr", "cover", *(f"cover_{k}" for k in COVER_KINDS),
+    *(f"exact_{k}" for k in KINDS), *(f"graph_{k}" for k in KINDS),
     *(n for t in ("is_decl", "comment_share") for n in (t, *(f"{t}_{k}" for k in KINDS))),
 ]  # fmt: skip
 CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
@@ -77,15 +82,28 @@ class Context:
     kinds: dict[str, float]
     route: Route
     english: bool
+    # (collection, row) → the idf-weighted share of the question's terms its document holds
+    cover: dict[tuple[str, int], float] = field(default_factory=dict)
 
     @classmethod
     def of(
         cls, question: str, extra: Sequence[str], route: Route, kinds: dict[str, float],
-        lang: str | None,
+        lang: str | None, cover: dict[tuple[str, int], float] | None = None,
     ) -> Context:  # fmt: skip
         idents = {"".join(parts(i.split(".")[-1])) for i in route.identifiers}
         return cls(set(terms(" ".join([question, *extra]))), idents - {""}, kinds, route,
-                   lang in (None, "en"))  # fmt: skip
+                   lang in (None, "en"), dict(cover or {}))  # fmt: skip
+
+
+def coverage(held: DocTerms) -> dict[tuple[str, int], float]:
+    """Per candidate, the idf-weighted share of the question's lexical terms that its whole
+    document holds (any of its chunks: what grep sees of a file), idf = ln(1 + documents /
+    documents holding the term) over every collection; terms no document holds are left out."""
+    idf = {t: math.log(1 + held.docs / n) for t, n in held.df.items() if n}
+    total = sum(idf.values())
+    if not total:
+        return {}
+    return {k: sum(idf.get(t, 0.0) for t in ts) / total for k, ts in held.held.items()}
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
@@ -146,7 +164,10 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
             "graph_call": float(bool(c.graph) and not str(c.graph).startswith("#")),
             "graph_issue": float(bool(c.graph) and str(c.graph).startswith("#")),
             "is_test": float(c.test),
+            "cover": ctx.cover.get((c.collection, c.row), 0.0),
         }
+        for kind in COVER_KINDS:
+            v[f"cover_{kind}"] = v["cover"] * ctx.kinds.get(kind, 0.0)
         for kind in KINDS:
             v[f"exact_{kind}"] = v["exact"] * ctx.kinds.get(kind, 0.0)
             v[f"graph_{kind}"] = float(bool(c.graph)) * ctx.kinds.get(kind, 0.0)

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from core.embed import EmbedService
 from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
-from core.retrieve.candidates import DISTINCT, Found, find
+from core.retrieve.candidates import DISTINCT, Found, find, lexical_terms
 from core.retrieve.candidates import issue_rows as rows_of_issue
 from core.retrieve.fusion import Candidate, rrf, select
 from core.retrieve.glossary import english_terms
 from core.retrieve.kinds import KINDS, KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
-from core.retrieve.rank import SPAN, Context, Ranker, load, matrix
+from core.retrieve.rank import SPAN, Context, Ranker, coverage, load, matrix
 from core.store.base import BuildReader
 
 # Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
@@ -74,7 +74,9 @@ async def candidates(
     context = None
     if opt.mode == "full":
         probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
-        context = Context.of(question, extra, route, probs, lang)
+        rows = {c: [h.row for h in hs] for c, hs in found.hits.items()}
+        held = await reader.doc_terms(lexical_terms(question, route, extra), rows)
+        context = Context.of(question, extra, route, probs, lang, coverage(held))
     return Pool(found, route, context, opt.weights_for(route.weights))
 
 
