@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.models import Collection
+from core.store.bm25 import read_postings
 
 
 @dataclass(frozen=True)
@@ -46,30 +47,34 @@ class DocMap:
         return cls(ids, len(seen))
 
     def answer(
-        self, found: Mapping[str, Mapping[str, np.ndarray]],
+        self, parts: Mapping[str, list[tuple[str, bytes, bytes]]], keys: Mapping[str, str],
         rows: Mapping[Collection, Sequence[int]],
     ) -> DocTerms:  # fmt: skip
-        """``found``: per collection, term → the rows holding it (its postings); ``rows``: per
-        collection, the candidates to say which terms their documents hold."""
+        """``parts``: per collection, the postings blobs of the question's terms as the store
+        read them (``bm25.read_postings`` decodes them here, off the event loop); ``keys``: each
+        question term → its postings term; ``rows``: per collection, the candidates to say which
+        terms their documents hold."""
         per_term: dict[str, list[np.ndarray]] = {}
-        for coll, by_term in found.items():
+        for coll, blobs in parts.items():
             m = self.ids.get(coll)
             if m is None:
                 continue
-            for t, rs in by_term.items():
-                rs = rs[(rs >= 0) & (rs < len(m))]
-                per_term.setdefault(t, []).append(m[rs])
-        keys = [(c, int(r)) for c, rs in rows.items() for r in rs]
-        cand = np.array([self._id(c, r) for c, r in keys], np.int64)
+            got = read_postings(blobs)
+            for t, key in keys.items():
+                if key in got:
+                    rs = got[key][0]
+                    per_term.setdefault(t, []).append(m[rs[(rs >= 0) & (rs < len(m))]])
+        cand_keys = [(c, int(r)) for c, rs in rows.items() for r in rs]
+        cand = np.array([self._id(c, r) for c, r in cand_keys], np.int64)
         df: dict[str, int] = {}
-        held: dict[tuple[str, int], set[str]] = {k: set() for k in keys}
+        held: dict[tuple[str, int], set[str]] = {k: set() for k in cand_keys}
         for t, arrs in per_term.items():
             d = np.unique(np.concatenate(arrs))
             d = d[d >= 0]
             df[t] = len(d)
             if len(d) and len(cand):
                 for i in np.flatnonzero(np.isin(cand, d)):
-                    held[keys[i]].add(t)
+                    held[cand_keys[i]].add(t)
         return DocTerms(self.docs, df, {k: frozenset(v) for k, v in held.items()})
 
     def _id(self, coll: str, row: int) -> int:

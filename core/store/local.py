@@ -36,7 +36,7 @@ import numpy as np
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, Unit, group_links
-from core.store.bm25 import Bm25, on_search_thread, read_postings
+from core.store.bm25 import Bm25, on_search_thread
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
 from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
@@ -162,12 +162,11 @@ class LocalReader:
     async def doc_terms(
         self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
     ) -> DocTerms:
-        found: dict[str, dict[str, np.ndarray]] = {}
         folded = {t: f[0] for t in terms if len(f := tokens(t)) == 1}
-        for coll in self._bm25:  # collections with postings (older builds: no coverage)
-            got = read_postings(await read_terms(self.db, coll, sorted(set(folded.values()))))
-            found[coll] = {t: got[f][0] for t, f in folded.items() if f in got}
-        return await on_search_thread(lambda: self._docs.answer(found, rows))
+        wanted = sorted(set(folded.values()))
+        # collections with postings (older builds: no coverage)
+        parts = {coll: await read_terms(self.db, coll, wanted) for coll in self._bm25}
+        return await on_search_thread(lambda: self._docs.answer(parts, folded, rows))
 
     async def _lexical_fts(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
         match = fts_match(terms)

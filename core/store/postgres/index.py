@@ -162,12 +162,11 @@ class PgReader:
     async def doc_terms(
         self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
     ) -> DocTerms:
-        found: dict[str, dict[str, np.ndarray]] = {}
-        for coll in COLLECTIONS:
-            if terms and coll in self._bm25 and self.size(coll):
-                got = read_postings(await self._postings(coll, terms))
-                found[coll] = {t: r for t, (r, _) in got.items()}
-        return await on_search_thread(lambda: self._docs.answer(found, rows))
+        parts: dict[str, list[tuple[str, bytes, bytes]]] = {
+            coll: await self._postings(coll, terms) for coll in COLLECTIONS
+            if terms and coll in self._bm25 and self.size(coll)
+        }  # fmt: skip
+        return await on_search_thread(lambda: self._docs.answer(parts, {t: t for t in terms}, rows))
 
     # -- chunks and lookups ------------------------------------------------------------------
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
