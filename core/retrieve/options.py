@@ -31,6 +31,8 @@ class Options:
     # Spanish hit@6 went 0.911 → 0.933, on httpx 0.952 → 1.000, with English unchanged.
     glossary: bool = True
     glossary_dense: bool = True
+    # A non-English question's machine translation joins the glossary's terms (translate.py).
+    translate: bool = True
     collections: tuple[Collection, ...] = COLLECTIONS
     # An instance over several repositories: every name of each (lower case) -> the repository,
     # and the one repository to keep when the caller asks for one (``--repo``, ``repo:NAME``).
@@ -53,6 +55,7 @@ class Options:
             {**config.weights, **(weights or {})},
             glossary=config.glossary,
             glossary_dense=config.glossary,
+            translate=config.translate,
         )
 
     def weights_for(self, route_weights: Mapping[Collection, float]) -> dict[Collection, float]:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from core.embed import EmbedService
+from core.lexical import terms
 from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find, lexical_terms
@@ -21,6 +23,7 @@ from core.retrieve.kinds import KINDS, KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, coverage, load, matrix
+from core.retrieve.translate import Translator
 from core.store.base import BuildReader
 
 # Probability of the bug-report kind above which ``retrieval.per_file_bug`` applies.
@@ -37,6 +40,8 @@ class Pool:
     route: Route
     context: Context | None  # for the ranker (full mode)
     weights: dict[Collection, float]
+    # A non-English question's machine translation and the terms it added (translate.py).
+    translation: dict[str, Any] | None = None
 
     def all(self) -> list[Candidate]:
         return [c for hs in self.found.hits.values() for c in hs]
@@ -50,10 +55,12 @@ async def candidates(
     kinds: KindModel | None = None,
     route: Route | None = None,
     timings: dict[str, float] | None = None,
+    translator: Translator | None = None,
 ) -> Pool:
     """Analyse the question and find its candidates in every collection (``candidates.py``;
     with ``retrieval.graph``, the code graph's too). Retrieval and the ranker's training both
-    start here."""
+    start here. With a ``translator``, a non-English question that does not read as a bug report
+    adds its translation's terms to the glossary's (``retrieval.translate``)."""
     timings = {} if timings is None else timings
     t = time.perf_counter()
     route = route or analyse(question, opt.aliases)
@@ -63,21 +70,34 @@ async def candidates(
     english = english_terms(question) if glossed else []
     extra = english if opt.glossary else []
     qtext = f"{question} ({' '.join(english)})" if english and opt.glossary_dense else question
-    q = await embedder.embed_query(qtext)
+    q = dq = await embedder.embed_query(qtext)
     lang = detect_language(question) if opt.mode == "full" else None
+    probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
+    timings["embed_query"] = (time.perf_counter() - t) * 1000
+    target = opt.config.align_to
+    translation = None
+    if (opt.mode == "full" and opt.translate and translator is not None and lang and target
+            and lang != target and probs.get("bug", 0.0) < BUG):  # fmt: skip
+        t = time.perf_counter()
+        text = await translator.translate(question, lang, target)
+        own = {*terms(question), *english}
+        added = [w for w in dict.fromkeys(terms(text or "")) if w not in own]
+        translation = {"language": lang, "text": text, "terms": added}
+        if added:
+            english, extra = [*english, *added], [*extra, *added]
+            dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
+        timings["translate"] = (time.perf_counter() - t) * 1000
     # The dense query of a question in another language than the corpus's: moved by the
     # languages' offset (align.py). The kind classifier reads the question as asked.
-    dq = kinds.aligned(q, lang, opt.config.align_to) if kinds is not None else q
-    timings["embed_query"] = (time.perf_counter() - t) * 1000
+    dq = kinds.aligned(dq, lang, target) if kinds is not None else dq
     expand = opt.mode == "full" and opt.config.graph
     found = await find(reader, dq, question, route, opt, extra, opt.collections, expand)
     context = None
     if opt.mode == "full":
-        probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
         rows = {c: [h.row for h in hs] for c, hs in found.hits.items()}
         held = await reader.doc_terms(lexical_terms(question, route, extra), rows)
         context = Context.of(question, extra, route, probs, lang, coverage(held))
-    return Pool(found, route, context, opt.weights_for(route.weights))
+    return Pool(found, route, context, opt.weights_for(route.weights), translation)
 
 
 def rerank(pool: Pool, ranker: Ranker, test_penalty: float) -> None:
@@ -106,11 +126,12 @@ async def retrieve(
     opt: Options,
     route: Route | None = None,
     kinds: KindModel | None = None,
+    translator: Translator | None = None,
 ) -> Retrieval:
     """Analyse, search each collection, rank, share the slots, and resolve the sources.
     ``question`` is what is searched (a follow-up already joined to the turn it follows)."""
     timings: dict[str, float] = {}
-    pool = await candidates(reader, embedder, question, opt, kinds, route, timings)
+    pool = await candidates(reader, embedder, question, opt, kinds, route, timings, translator)
     route, found, weights = pool.route, pool.found, pool.weights
     t = time.perf_counter()
     ranker = None
@@ -148,6 +169,8 @@ async def retrieve(
     if pool.context is not None:
         rj["signals"]["kinds"] = {k: round(v, 3) for k, v in pool.context.kinds.items()}
     rj["mode"] = opt.mode
+    if pool.translation is not None:
+        rj["translation"] = pool.translation
     if localize:  # answered as a bug report: the sources are the files most likely to hold it
         rj["localize"] = True
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
