@@ -91,12 +91,15 @@ def checked_retrieval(app: RepoExpert, inst: str) -> RetrievalConfig:
 
 
 async def collect(
-    app: RepoExpert, name: str, split: str, as_configured: bool = False
+    app: RepoExpert, name: str, split: str, as_configured: bool = False, translate: bool = False
 ) -> list[Question]:
     """Every question of the split with its candidates. The localization pairs are asked of
     ``{set}-loc``, the tracker without the pull requests that fixed them (eval_devsets.py).
     ``as_configured``: take the instances' retrieval settings whatever they are (an ablation's
-    held-out fits), not only the shipped ones."""
+    held-out fits), not only the shipped ones. ``translate``: with machine translation of
+    non-English questions (``retrieve/translate.py``); without it by default, as the shipped
+    ranker was fitted: a refit on translated pools scored lower on the seven sets it never saw
+    (benchmarks/results/devsets/variants/prompts-2026-12-04/PLAN-s33.md)."""
     setdir = DEVSETS / name
     out = []
     for file, inst in (("questions.yaml", name), ("localize.yaml", f"{name}-loc")):
@@ -109,7 +112,7 @@ async def collect(
         opt = Options.of(cfg)
         for q in qs:
             pool = await candidates(reader, embedder, q.question, opt, kinds,
-                                    translator=app.translator)  # fmt: skip
+                                    translator=app.translator if translate else None)  # fmt: skip
             assert pool.context is not None
             cands = pool.all()
             out.append(Question(
@@ -191,7 +194,8 @@ async def run(args: argparse.Namespace) -> int:
     try:
         for name in args.sets:
             t = time.perf_counter()
-            per_set[name] = await collect(app, name, args.split, args.as_configured)
+            per_set[name] = await collect(app, name, args.split, args.as_configured,
+                                          args.translate)  # fmt: skip
             n = len(per_set[name])
             print(f"{name}: {n} questions in {time.perf_counter() - t:.1f}s", flush=True)
         svc = app.embedder(args.sets[0])
@@ -314,6 +318,12 @@ def main() -> int:
         action="store_true",
         help="fit on the instances' retrieval settings as they are (ablations' "
         "held-out fits); by default settings other than the shipped ones are refused",
+    )
+    ap.add_argument(
+        "--translate",
+        action="store_true",
+        help="collect the candidates with "
+        "machine translation of non-English questions (the shipped ranker: without)",
     )
     ap.add_argument("--out", default=str(ROOT / "core" / "retrieve" / "ranker.json"))
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))

@@ -102,6 +102,11 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         on = await app.retrieve("cli", question)
         tr = on.route["translation"]
         assert tr["language"] == "es" and "width" in tr["terms"], tr
+        # A translated word no document holds is left out (it could only add noise) and listed.
+        assert tr["unused"] and not set(tr["unused"]) & set(tr["terms"]), tr
+        files = ("README.md", "docs/install.md", "src/main.py")
+        corpus = " ".join((tmp_path / "cli" / f).read_text() for f in files).lower()
+        assert all(w not in corpus for w in tr["unused"]), tr["unused"]
         assert on.sources[0].title == "cli › Wrapping", [s.title for s in on.sources]
         assert "translate" in on.timings_ms
         off = await app.retrieve("plain", question)
@@ -121,6 +126,9 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         assert "translation" not in english.route
         baseline = await app.retrieve("cli", question, mode="bm25")  # baselines: as asked
         assert "translation" not in baseline.route
+        app.translator = Apertium(program=str(tmp_path / "not-installed"))
+        alone = await app.retrieve("cli", question)  # no translator: the glossary alone
+        assert "translation" not in alone.route and alone.sources
     finally:
         await app.close()
 

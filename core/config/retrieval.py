@@ -123,13 +123,13 @@ class RetrievalConfig(StrictModel):
         "(core/retrieve/glossary.yaml) for the lexical query and the embedded question.",
     )
     # Dev sets' tuning halves, leave one set out (variants/prompts-2026-12-04/PLAN-s33.md):
-    # Spanish questions MRR 0.817 -> 0.835, English 0.873 -> 0.874, bug reports untranslated.
+    # Spanish questions MRR 0.817 -> 0.836, English 0.873 -> 0.874, bug reports untranslated.
     translate: bool = Field(
         default=True,
         description="Add the terms of a machine translation of a non-English question (not one "
-        "read as a bug report) into align_to's language to the glossary's, where a translator "
-        "is installed (Apertium with the language pair: core/retrieve/translate.py); without "
-        "one the glossary works alone.",
+        "read as a bug report) into align_to's language that the corpus uses to the glossary's, "
+        "where a translator is installed (Apertium with the language pair: "
+        "core/retrieve/translate.py); without one the glossary works alone.",
     )
     graph: bool = Field(
         default=True,

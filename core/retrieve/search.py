@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.embed import EmbedService
-from core.lexical import terms
+from core.lexical import query_terms, terms
 from core.models import COLLECTIONS, Collection, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find, lexical_terms
@@ -82,7 +82,14 @@ async def candidates(
         text = await translator.translate(question, lang, target)
         own = {*terms(question), *english}
         added = [w for w in dict.fromkeys(terms(text or "")) if w not in own]
-        translation = {"language": lang, "text": text, "terms": added}
+        # Only words the corpus uses: one no document holds cannot match lexically, yet it would
+        # move the embedded text and the ranker's term matches (httpx: "almacén" → warehouse).
+        forms = {w: query_terms(w) for w in added}
+        held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {})
+        unused = [w for w, fs in forms.items() if not any(held.df.get(f, 0) for f in fs)]
+        added = [w for w in added if w not in unused]
+        if text is not None:  # none: no translator for the language (or it failed: logged)
+            translation = {"language": lang, "text": text, "terms": added, "unused": unused}
         if added:
             english, extra = [*english, *added], [*extra, *added]
             dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
