@@ -441,4 +441,5 @@ class RepoExpert:
             if isinstance(a, LLMAnswerer):
                 await a.model.aclose()
         self._answerers.clear()
+        await self.translator.aclose()  # its kept pipelines
         await self.backend.close()

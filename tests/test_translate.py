@@ -5,7 +5,10 @@ searching with the translation's terms — which finds what the Spanish words al
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import signal
 import stat
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from core.config import EmbeddingConfig
 from core.embed.backends import make_embedder
 from core.retrieve import Options
 from core.retrieve.search import candidates
-from core.retrieve.translate import Apertium
+from core.retrieve.translate import KEPT_MAX, Apertium, _Pipeline, from_stream, to_stream
 
 THOR_ES = "¿Cómo decide el programa el ancho del terminal y puedo forzar un valor?"
 
@@ -33,12 +36,118 @@ def _program(tmp_path: Path, name: str, body: str) -> str:
 @pytest.mark.asyncio
 async def test_apertium_translates_a_spanish_question_into_english() -> None:
     a = Apertium()
-    assert "spa-eng" in await a.directions(), "apt-get install apertium apertium-eng-spa"
-    out = await a.translate(THOR_ES, "es", "en")
-    assert out is not None and "width" in out and "terminal" in out, out
-    assert "*" not in out and "#" not in out  # Apertium's marks are taken out
-    assert await a.translate("  ", "es", "en") is None
-    assert await a.translate(THOR_ES, "en", "en") is None  # nothing to translate
+    try:
+        assert "spa-eng" in await a.directions(), "apt-get install apertium apertium-eng-spa"
+        out = await a.translate(THOR_ES, "es", "en")
+        assert out is not None and "width" in out and "terminal" in out, out
+        assert "*" not in out and "#" not in out  # Apertium's marks are taken out
+        assert await a.translate("  ", "es", "en") is None
+        assert await a.translate(THOR_ES, "en", "en") is None  # nothing to translate
+    finally:
+        await a.aclose()
+
+
+@pytest.mark.asyncio
+async def test_the_kept_pipeline_translates_as_one_process_per_question_does() -> None:
+    kept, single = Apertium(cache_size=0), Apertium(cache_size=0, keep=False)
+    questions = [
+        THOR_ES,
+        "Mi ~/.fdignore no se aplica con --no-ignore-vcs [x] $HOME ^a /b <c> @d {k8} \\f.",
+        "¿Por qué chi no comprime todos los tipos text/* por defecto?",
+        "una línea\nen dos",
+    ]
+    try:
+        pids = set()
+        for q in questions:
+            a, b = await kept.translate(q, "es", "en"), await single.translate(q, "es", "en")
+            # The same words; one process per question drops a final full stop.
+            assert a is not None and b is not None and a.rstrip(".") == b.rstrip("."), (a, b)
+            pipe = kept._pipelines["spa-eng"]
+            assert pipe is not None and pipe.proc is not None
+            pids.add(pipe.proc.pid)
+        assert len(pids) == 1  # one process served them all
+        fd = await kept.translate(questions[1], "es", "en")
+        assert fd is not None and "~/.fdignore" in fd and "[x]" in fd and "$HOME" in fd
+        assert "{k8}" in fd and "<c>" in fd and "\\f" in fd  # reserved ones come back as written
+        # Concurrent questions take turns on the one pipeline, each gets its own answer.
+        many = await asyncio.gather(*(kept.translate(f"el ancho número {i}", "es", "en")
+                                      for i in range(12)))  # fmt: skip
+        assert all(m is not None and "wide" in m and m.endswith(f" {i}")
+                   for i, m in enumerate(many)), many  # fmt: skip
+    finally:
+        await kept.aclose()
+    assert kept._pipelines == {} and pipe is not None and pipe.proc is None
+
+
+def test_stream_format_round_trip() -> None:
+    text = "a [b] \\c ^d $e /f <g> @h {i} ~j"
+    data = to_stream(text)
+    assert data.endswith(b"[]\0") and b"[~]" in data and b"\\[b\\]" in data
+    assert from_stream(data[:-1]) == text
+
+
+def _installed(tmp_path: Path, stage: str, one: str) -> str:
+    """A fake Apertium install: ``bin/apertium`` (lists spa-eng; a one-process translation runs
+    ``one``) and ``share/apertium/modes/spa-eng.mode`` whose pipeline is ``stage`` (a script)."""
+    (tmp_path / "bin").mkdir()
+    modes = tmp_path / "share" / "apertium" / "modes"
+    modes.mkdir(parents=True)
+    script = tmp_path / "stage.sh"
+    script.write_text(f"#!/bin/sh\n{stage}\n")
+    script.chmod(0o755)
+    (modes / "spa-eng.mode").write_text(f"{script}\n")  # wblank-mode adds -z: "$1" is -z
+    return _program(tmp_path / "bin", "apertium", one)
+
+
+@pytest.mark.asyncio
+async def test_a_kept_pipeline_that_fails_gives_way_to_one_process_per_question(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="core.retrieve.translate")
+    works = tmp_path / "works"
+    works.mkdir()
+    # sed -z: NUL-separated records, unbuffered: a stand-in that flushes like Apertium's stages.
+    a = Apertium(program=_installed(works, "exec sed -u -z s/ancho/width/", "echo one"))
+    assert await a.translate("el ancho", "es", "en") == "el width"
+    assert await a.translate("el [ancho]", "es", "en") == "el [width]"
+    assert await a.translate("el\0ancho", "es", "en") == "el width"  # a NUL would split it
+    # A pasted log longer than KEPT_MAX goes to a process of its own (its timeout covers it).
+    assert await a.translate("ancho " * (KEPT_MAX // 6 + 1), "es", "en") == "one"
+    assert await a.translate("el ancho", "es", "en") == "el width"  # and the pipeline stays
+    await a.aclose()
+    dies = tmp_path / "dies"
+    dies.mkdir()
+    b = Apertium(program=_installed(dies, "exit 1", "echo one process"))
+    assert await b.translate("una pregunta", "es", "en") == "one process"
+    assert b._pipelines["spa-eng"] is None  # for good: the next ones run one process each
+    assert await b.translate("otra pregunta", "es", "en") == "one process"
+    hangs = tmp_path / "hangs"
+    hangs.mkdir()
+    c = Apertium(program=_installed(hangs, "exec sleep 30", "echo one"), timeout=0.5)
+    assert await c.translate("una pregunta", "es", "en") is None  # a timeout is no translation
+    assert await c.translate("otra pregunta", "es", "en") == "one"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and "kept pipeline failed" in lines[0] and "0.5s" in lines[1], lines
+
+
+def test_a_kept_pipeline_outlives_an_event_loop_and_restarts_when_killed() -> None:
+    # The CLI runs one event loop per command: the pipeline belongs to none of them.
+    a = Apertium(cache_size=0)
+
+    async def once() -> tuple[str | None, _Pipeline | None]:
+        return await a.translate("el ancho", "es", "en"), a._pipelines.get("spa-eng")
+
+    first, pipe = asyncio.run(once())
+    assert pipe is not None and pipe.proc is not None
+    proc = pipe.proc
+    second, _ = asyncio.run(once())
+    assert first == second and first is not None and "width" in first and pipe.proc is proc
+    os.killpg(proc.pid, signal.SIGKILL)  # gone (an OOM kill, say): the next question starts one
+    proc.wait()
+    third, _ = asyncio.run(once())
+    assert third == first and pipe.proc is not None and pipe.proc is not proc
+    asyncio.run(a.aclose())
+    assert pipe.proc is None
 
 
 @pytest.mark.asyncio
@@ -126,6 +235,7 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         assert "translation" not in english.route
         baseline = await app.retrieve("cli", question, mode="bm25")  # baselines: as asked
         assert "translation" not in baseline.route
+        await app.translator.aclose()
         app.translator = Apertium(program=str(tmp_path / "not-installed"))
         alone = await app.retrieve("cli", question)  # no translator: the glossary alone
         assert "translation" not in alone.route and alone.sources
