@@ -80,19 +80,20 @@ async def candidates(
             and lang != target and probs.get("bug", 0.0) < BUG):  # fmt: skip
         t = time.perf_counter()
         text = await translator.translate(question, lang, target)
-        own = {*terms(question), *english}
-        added = [w for w in dict.fromkeys(terms(text or "")) if w not in own]
-        # Only words the corpus uses: one no document holds cannot match lexically, yet it would
-        # move the embedded text and the ranker's term matches (httpx: "almacén" → warehouse).
-        forms = {w: query_terms(w) for w in added}
-        held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {})
-        unused = [w for w, fs in forms.items() if not any(held.df.get(f, 0) for f in fs)]
-        added = [w for w in added if w not in unused]
         if text is not None:  # none: no translator for the language (or it failed: logged)
+            own = {*terms(question), *english}
+            added = [w for w in dict.fromkeys(terms(text)) if w not in own]
+            # Only words the corpus uses: one no document holds cannot match lexically, yet it
+            # would move the embedded text and the ranker's term matches (httpx: "almacén" →
+            # warehouse).
+            forms = {w: query_terms(w) for w in added}
+            held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {})
+            unused = [w for w, fs in forms.items() if not any(held.df.get(f, 0) for f in fs)]
+            added = [w for w in added if w not in unused]
             translation = {"language": lang, "text": text, "terms": added, "unused": unused}
-        if added:
-            english, extra = [*english, *added], [*extra, *added]
-            dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
+            if added:
+                english, extra = [*english, *added], [*extra, *added]
+                dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
         timings["translate"] = (time.perf_counter() - t) * 1000
     # The dense query of a question in another language than the corpus's: moved by the
     # languages' offset (align.py). The kind classifier reads the question as asked.

@@ -117,12 +117,12 @@ class _Pipeline:
         )  # fmt: skip
         return self.proc
 
-    def translate(self, text: str, timeout: float) -> str:
-        """The translation (blocking); raises OSError, TimeoutError or EOFError when the pipeline
-        fails (the caller stops using it)."""
+    def translate(self, data: bytes, timeout: float) -> str:
+        """The translation of ``data`` (``to_stream``'s; blocking); raises OSError, TimeoutError
+        or EOFError when the pipeline fails (the caller stops using it)."""
         with self.lock:
             try:
-                return from_stream(self._ask(self._start(), to_stream(text), timeout))
+                return from_stream(self._ask(self._start(), data, timeout))
             except (OSError, TimeoutError, EOFError):
                 self.kill()
                 raise
@@ -253,11 +253,11 @@ class Apertium:
         if direction not in self._pipelines:
             command = await asyncio.to_thread(self._mode_command, direction)
             self._pipelines[direction] = _Pipeline(command) if command else None
-        pipe = self._pipelines[direction]
-        if pipe is None or len(to_stream(text)) > KEPT_MAX:
+        pipe, data = self._pipelines[direction], to_stream(text)
+        if pipe is None or len(data) > KEPT_MAX:
             return False, None
         try:
-            return True, _clean(await asyncio.to_thread(pipe.translate, text, self.timeout))
+            return True, _clean(await asyncio.to_thread(pipe.translate, data, self.timeout))
         except TimeoutError:
             self._pipelines[direction] = None
             self._warn(direction, "apertium %s took over %.1fs: not translated; next questions "
