@@ -104,3 +104,27 @@ async def test_retrieval_searches_with_the_moved_vector_and_the_setting_turns_it
     q = kinds.aligned(await svc.embed_query(spanish), "es", "en")
     top = await reader.dense("docs", q, 1)
     assert on_es[("docs", top[0].row)] == pytest.approx(top[0].score, abs=1e-5)
+
+
+@pytest.mark.asyncio
+async def test_the_kind_is_read_from_the_question_as_asked(sample: dict[str, Any]) -> None:
+    # The classifier was fitted on questions' own vectors (train_ranker.py); the embedded text of
+    # a Spanish question carries the glossary's English terms, which must not move its kind.
+    from core.retrieve import Options
+    from core.retrieve.glossary import english_terms
+    from core.retrieve.search import candidates
+
+    app = sample["app"]
+    await app.index("widget")
+    reader, svc = await app.reader("widget"), sample["svc"]
+    kinds = await app.kinds(svc)
+    question = "¿Hubo alguna discusión sobre el ancho de la ayuda en el terminal?"
+    english = english_terms(question)
+    assert english, "the glossary adds terms: the embedded text is not the question"
+    opt = Options.of(app.instance("widget").retrieval)
+    pool = await candidates(reader, svc, question, opt, kinds)
+    assert pool.context is not None
+    asked = kinds.probs(await svc.embed_query(question))
+    glossed = kinds.probs(await svc.embed_query(f"{question} ({' '.join(english)})"))
+    assert pool.context.kinds == pytest.approx(asked)
+    assert pool.context.kinds != pytest.approx(glossed, abs=1e-4)

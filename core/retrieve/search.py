@@ -72,7 +72,13 @@ async def candidates(
     qtext = f"{question} ({' '.join(english)})" if english and opt.glossary_dense else question
     q = dq = await embedder.embed_query(qtext)
     lang = detect_language(question) if opt.mode == "full" else None
-    probs = kinds.probs(q) if kinds is not None else dict.fromkeys(KINDS, 1 / len(KINDS))
+    # The kind classifier reads the question as asked, as it was fitted (train_ranker.py embeds
+    # the questions' own text): the glossary's English terms moved Spanish issue questions
+    # towards how-to (variants/prompts-2026-12-04/PLAN-s35.md, KR).
+    if kinds is None:
+        probs = dict.fromkeys(KINDS, 1 / len(KINDS))
+    else:
+        probs = kinds.probs(q if qtext == question else await embedder.embed_query(question))
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     target = opt.config.align_to
     translation = None
