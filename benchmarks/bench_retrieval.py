@@ -100,6 +100,9 @@ async def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
     svc = embed_service(EmbeddingConfig(), Layout(tmp))
+    # The questions repeat: every repetition is embedded anew, as a new question would be (the
+    # service remembers its recent questions' vectors otherwise).
+    svc.recent_queries = 0
     name, dim, _ = await svc.info()
     print(f"query embedder: {name}")
     await svc.embed_query("warm up")

@@ -103,6 +103,9 @@ async def test_a_question_asked_again_is_not_embedded_again(tmp_path: Path) -> N
         calls = len(fe.calls)
         await svc.embed_query("how do I set the timeout?")
         assert len(fe.calls) == calls + 1
+        svc.recent_queries = 0  # nothing remembered (the benchmark's setting)
+        await svc.embed_query("how do I set the timeout?")
+        assert len(fe.calls) == calls + 2
     finally:
         svc.close()
 

@@ -115,6 +115,7 @@ class EmbedService:
         self._cache: VectorCache | None = None
         self.passages_embedded = 0  # texts actually run through the model (cache misses)
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()  # embed_query's memo
+        self.recent_queries = RECENT_QUERIES  # its size (0: every question is embedded anew)
         self._closed = False
 
     def _get(self) -> Embedder:
@@ -143,13 +144,13 @@ class EmbedService:
         """A question's vector. The last few are remembered: one ask embeds its question for
         the kind classifier, for retrieval (the same text unless the glossary added terms) and
         for the answer's quote choice (``RepoExpert.question_vector``)."""
-        known = self._recent.get(text)
+        known = self._recent.get(text) if self.recent_queries else None
         if known is not None:
             self._recent.move_to_end(text)
             return known.copy()
         vec = (await self.run(lambda m: m.embed_batch([text], True)))[0]
         self._recent[text] = vec.copy()
-        while len(self._recent) > RECENT_QUERIES:
+        while len(self._recent) > self.recent_queries:
             self._recent.popitem(last=False)
         return vec
 
