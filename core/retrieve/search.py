@@ -74,12 +74,11 @@ async def candidates(
     lang = detect_language(question) if opt.mode == "full" else None
     # The kind classifier reads the question as asked, as it was fitted (train_ranker.py embeds
     # the questions' own text): the glossary's English terms moved Spanish issue questions
-    # towards how-to (variants/prompts-2026-12-04/PLAN-s35.md, KR). The same text is not
-    # embedded twice (EmbedService remembers recent questions).
+    # towards how-to (variants/prompts-2026-12-04/PLAN-s35.md, KR).
     if kinds is None:
         probs = dict.fromkeys(KINDS, 1 / len(KINDS))
     else:
-        probs = kinds.probs(await embedder.embed_query(question))
+        probs = kinds.probs(dq if qtext == question else await embedder.embed_query(question))
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     target = opt.config.align_to
     translation = None
