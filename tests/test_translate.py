@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import FakeApp, make_repo
@@ -239,6 +240,38 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         app.translator = Apertium(program=str(tmp_path / "not-installed"))
         alone = await app.retrieve("cli", question)  # no translator: the glossary alone
         assert "translation" not in alone.route and alone.sources
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
+async def test_the_translations_vector_is_the_dense_query(tmp_path: Path) -> None:
+    """retrieval.translate_dense: a translated question's dense query is its translation's
+    vector — every candidate's cosine is the cosine with it, and the route says so; off, the
+    question's own (glossed) vector; a question with nothing to translate is unchanged."""
+    app = FakeApp(_world(tmp_path), tmp_path / "data")
+    try:
+        question = "¿De dónde sale el ancho con el que se parten las frases?"
+        reader, kinds = await app.reader("cli"), await app.kinds(app.svc)
+
+        async def cosines(question: str, dense: bool) -> tuple[list[float], list[float], Any]:
+            cfg = app.instance("cli").retrieval.model_copy(update={"translate_dense": dense})
+            pool = await candidates(reader, app.svc, question, Options.of(cfg), kinds,
+                                    translator=app.translator)  # fmt: skip
+            cands = pool.all()
+            text = pool.translation["text"] if pool.translation else question
+            tv = await app.svc.embed_query(text)
+            with_tv = [(await reader.similarity(c.collection, tv, [c.row]))[0] for c in cands]
+            return [c.cos for c in cands], with_tv, pool.translation
+
+        got, want, tr = await cosines(question, True)
+        assert tr is not None and tr["dense"] is True and got == pytest.approx(want)
+        got, want, tr = await cosines(question, False)
+        assert "dense" not in tr and got != pytest.approx(want)
+        r = await app.retrieve("cli", question)  # the default: on, and the route says so
+        assert r.route["translation"]["dense"] is True
+        english = "Where does the wrapping width come from?"  # nothing to translate: unchanged
+        assert (await cosines(english, True))[0] == (await cosines(english, False))[0]
     finally:
         await app.close()
 

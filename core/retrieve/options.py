@@ -33,6 +33,8 @@ class Options:
     glossary_dense: bool = True
     # A non-English question's machine translation joins the glossary's terms (translate.py).
     translate: bool = True
+    # A translated question's dense query is its translation's vector.
+    translate_dense: bool = False
     collections: tuple[Collection, ...] = COLLECTIONS
     # An instance over several repositories: every name of each (lower case) -> the repository,
     # and the one repository to keep when the caller asks for one (``--repo``, ``repo:NAME``).
@@ -56,6 +58,7 @@ class Options:
             glossary=config.glossary,
             glossary_dense=config.glossary,
             translate=config.translate,
+            translate_dense=config.translate_dense,
         )
 
     def weights_for(self, route_weights: Mapping[Collection, float]) -> dict[Collection, float]:

@@ -81,7 +81,7 @@ async def candidates(
         probs = kinds.probs(dq if qtext == question else await embedder.embed_query(question))
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     target = opt.config.align_to
-    translation = None
+    translation: dict[str, Any] | None = None
     if (opt.mode == "full" and opt.translate and translator is not None and lang and target
             and lang != target and probs.get("bug", 0.0) < BUG):  # fmt: skip
         t = time.perf_counter()
@@ -99,11 +99,21 @@ async def candidates(
             translation = {"language": lang, "text": text, "terms": added, "unused": unused}
             if added:
                 english, extra = [*english, *added], [*extra, *added]
-                dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
+                if not opt.translate_dense:  # else the translation's own vector is the query
+                    dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
         timings["translate"] = (time.perf_counter() - t) * 1000
-    # The dense query of a question in another language than the corpus's: moved by the
-    # languages' offset (align.py). The kind classifier reads the question as asked.
-    dq = kinds.aligned(dq, lang, target) if kinds is not None else dq
+    if translation is not None and opt.translate_dense:
+        # The dense query of a translated question: its translation's vector. The translation
+        # is in the corpus's language, the passages' (no offset to move it by), and e5-small
+        # matches English to English more closely than Spanish to English. Tuning halves, leave
+        # one set out: Spanish questions 0.836 -> 0.849, code route 0.702 -> 0.719
+        # (variants/prompts-2026-12-04/PLAN-s36.md, D10K).
+        dq = await embedder.embed_query(str(translation["text"]))
+        translation["dense"] = True
+    elif kinds is not None:
+        # The dense query of a question in another language than the corpus's: moved by the
+        # languages' offset (align.py). The kind classifier reads the question as asked.
+        dq = kinds.aligned(dq, lang, target)
     expand = opt.mode == "full" and opt.config.graph
     found = await find(reader, dq, question, route, opt, extra, opt.collections, expand)
     context = None
