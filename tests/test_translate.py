@@ -268,8 +268,8 @@ async def test_the_translations_vector_is_the_dense_query(tmp_path: Path) -> Non
         assert tr is not None and tr["dense"] is True and got == pytest.approx(want)
         got, want, tr = await cosines(question, False)
         assert "dense" not in tr and got != pytest.approx(want)
-        r = await app.retrieve("cli", question)  # the default: on, and the route says so
-        assert r.route["translation"]["dense"] is True
+        r = await app.retrieve("cli", question)  # the default: off
+        assert "dense" not in r.route["translation"]
         english = "Where does the wrapping width come from?"  # nothing to translate: unchanged
         assert (await cosines(english, True))[0] == (await cosines(english, False))[0]
     finally:

@@ -131,10 +131,11 @@ class RetrievalConfig(StrictModel):
         "where a translator is installed (Apertium with the language pair: "
         "core/retrieve/translate.py); without one the glossary works alone.",
     )
-    # Tuning halves, leave one set out (variants/prompts-2026-12-04/PLAN-s36.md, D10K): Spanish
-    # questions 0.836 -> 0.849, code route 0.702 -> 0.719, pooled 0.823 -> 0.826.
+    # Off: it passed the tuning halves (PLAN-s36.md, D10K; cited, leave one set out: Spanish
+    # questions 0.821 -> 0.830) and lost on the reporting halves (Spanish 0.837 -> 0.821, per set
+    # -0.118 to +0.059): where Apertium garbles a question, its own reading was the better one.
     translate_dense: bool = Field(
-        default=True,
+        default=False,
         description="A translated question's dense query is its translation's vector (the "
         "translation is in the corpus's language); off: the question's own, moved by align_to's "
         "offset, with the translation's terms added to its text.",

@@ -103,11 +103,9 @@ async def candidates(
                     dq = await embedder.embed_query(f"{question} ({' '.join(english)})")
         timings["translate"] = (time.perf_counter() - t) * 1000
     if translation is not None and opt.translate_dense:
-        # The dense query of a translated question: its translation's vector. The translation
-        # is in the corpus's language, the passages' (no offset to move it by), and e5-small
-        # matches English to English more closely than Spanish to English. Tuning halves, leave
-        # one set out: Spanish questions 0.836 -> 0.849, code route 0.702 -> 0.719
-        # (variants/prompts-2026-12-04/PLAN-s36.md, D10K).
+        # The dense query of a translated question: its translation's vector (the translation
+        # is in the corpus's language, the passages': no offset to move it by). Off by default:
+        # it won on the dev sets' tuning halves and lost on their reporting halves (PLAN-s36.md).
         dq = await embedder.embed_query(str(translation["text"]))
         translation["dense"] = True
     elif kinds is not None:

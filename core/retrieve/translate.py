@@ -1,5 +1,5 @@
 """Machine translation of a non-English question into the corpus's language, for the lexical
-channel and the dense query.
+channel (and, optionally, the dense query).
 
 The embedder is multilingual, BM25 is not: "¿cómo decide Thor el ancho del terminal?" shares
 no word with ``terminal_width`` or "width" but ``terminal``, and the glossary (``glossary.py``)
@@ -11,10 +11,10 @@ read as a bug report is searched as asked: its error text and identifiers alread
 translated, Spanish bug reports lost (0.843 → 0.809). On the dev sets' tuning halves (leave one
 set out, ``benchmarks/results/devsets/variants/prompts-2026-12-04/PLAN-s33.md``): all 0.817 →
 0.823, Spanish questions' MRR 0.817 → 0.836 (hit 0.948 → 0.970), English unchanged; on the
-seven sets the shipped ranker never saw (cited), Spanish questions 0.764 → 0.810. The
-translation's own vector is then the dense query (``retrieval.translate_dense``): it is in the
-passages' language, and e5-small matches English to English more closely than Spanish to
-English (tuning halves, leave one set out: Spanish questions 0.836 → 0.849, ``PLAN-s36.md``).
+seven sets the shipped ranker never saw (cited), Spanish questions 0.764 → 0.810. With
+``retrieval.translate_dense`` (off by default) the translation's own vector is the dense query:
+it won on the dev sets' tuning halves (Spanish questions 0.821 → 0.830, cited) and lost on
+their reporting halves (0.837 → 0.821), so the question's own reading stays the default.
 
 The translator is `Apertium <https://apertium.org>`_, a rule-based, offline machine translation
 system packaged by Debian and Ubuntu (``apt-get install apertium apertium-eng-spa``), run as a
