@@ -133,7 +133,7 @@ class RetrievalConfig(StrictModel):
     )
     # Off: it passed the tuning halves (PLAN-s36.md, D10K; cited, leave one set out: Spanish
     # questions 0.821 -> 0.830) and lost on the reporting halves (Spanish 0.837 -> 0.821, per set
-    # -0.118 to +0.059): where Apertium garbles a question, its own reading was the better one.
+    # -0.118 to +0.059); the tuning-half gain was one standard error.
     translate_dense: bool = Field(
         default=False,
         description="A translated question's dense query is its translation's vector (the "
