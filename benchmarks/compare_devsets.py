@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,12 +68,11 @@ def ranks(
 
 
 def row(label: str, pairs: list[tuple[float, float]]) -> Row:
-    n = len(pairs)
+    """One group's row; ``pairs``: (before, after) reciprocal ranks, never empty."""
     diffs = [b - a for a, b in pairs]
-    mean = sum(diffs) / n if n else 0.0
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
-    return Row(label, n, sum(a for a, _ in pairs) / n if n else 0.0,
-               sum(b for _, b in pairs) / n if n else 0.0, math.sqrt(var / n) if n else 0.0,
+    se = statistics.stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
+    return Row(label, len(pairs), statistics.fmean(a for a, _ in pairs),
+               statistics.fmean(b for _, b in pairs), se,
                sum(d > 0 for d in diffs), sum(d < 0 for d in diffs))  # fmt: skip
 
 
