@@ -8,7 +8,9 @@ the split, the candidate stage runs exactly as at question time; each candidate 
 when its file or issue is in the question's gold.
 
 ``--cv L2 …`` fits on all sets but one and scores the held-out one (a repository the model never
-saw), for each L2 — the way to choose features and L2 without the reporting halves. ``--check``
+saw), for each L2 — the way to choose features and L2 without the reporting halves — and
+prints beside it the in-sample ceiling (fitted and scored on all the sets' questions), the
+screen for a new feature: one that does not raise it cannot help held out. ``--check``
 prints, per set, the training loss and hit@1 of the candidates' order before (hybrid score) and
 after (learned) — on the training questions, so a fit, not evidence: the reporting halves are
 for that (eval_devsets.py).
@@ -171,6 +173,21 @@ def hitk(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
     return sum(ok) / max(len(ok), 1)
 
 
+def ceiling(per_set: dict[str, list[Group]], l2: float) -> tuple[float, float]:
+    """MRR@6 of the candidate order, pooled over every set's groups: (fitted on all of them and
+    scored on the same groups, leave one set out). The first is a ceiling, not evidence: what the
+    features can separate at best. A feature that does not raise it cannot pass a held-out rule,
+    so it screens a new feature in one fit (RESULTS.md, 2026-12-05)."""
+    groups = [g for gs in per_set.values() for g in gs]
+    model = fit(groups, l2=l2)
+    inside = mrr([model.score(x) for x, _ in groups], groups)
+    held: list[np.ndarray] = []
+    for name, gs in per_set.items():
+        m = fit([g for n, o in per_set.items() if n != name for g in o], l2=l2)
+        held.extend(m.score(x) for x, _ in gs)
+    return inside, mrr(held, groups)
+
+
 def cross_validate(
     per_set: dict[str, list[Group]], l2: float
 ) -> dict[str, tuple[float, float, float]]:
@@ -224,6 +241,11 @@ async def run(args: argparse.Namespace) -> int:
                    for n, gs in grouped.items()}  # fmt: skip
             rest = {n: [g for g, q in zip(gs, per_set[n], strict=True) if KINDS[q.kind] != "bug"]
                     for n, gs in grouped.items()}  # fmt: skip
+            inside, out = ceiling(grouped, l2)
+            print(
+                f"  ceiling: MRR@6 fitted on all and scored on them {inside:.3f}, "
+                f"leave one set out {out:.3f}"
+            )
             for label, part in (("localize", bug), ("questions", rest)):
                 scores = {}
                 for held in part:
