@@ -173,35 +173,37 @@ def hitk(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
     return sum(ok) / max(len(ok), 1)
 
 
-def ceiling(per_set: dict[str, list[Group]], l2: float) -> tuple[float, float]:
+def held_out(per_set: dict[str, list[Group]], l2: float) -> dict[str, list[np.ndarray]]:
+    """Leave one set out: per set, its groups' scores by the model fitted on the other sets'
+    groups (a repository the model never saw, as a new user's would be)."""
+    out = {}
+    for held in per_set:
+        model = fit([g for name, gs in per_set.items() if name != held for g in gs], l2=l2)
+        out[held] = [model.score(x) for x, _ in per_set[held]]
+    return out
+
+
+def ceiling(
+    per_set: dict[str, list[Group]], l2: float, held: dict[str, list[np.ndarray]] | None = None
+) -> tuple[float, float]:
     """MRR@6 of the candidate order, pooled over every set's groups: (fitted on all of them and
-    scored on the same groups, leave one set out). The first is a ceiling, not evidence: what the
-    features can separate at best. A feature that does not raise it cannot pass a held-out rule,
-    so it screens a new feature in one fit (RESULTS.md, 2026-12-05)."""
+    scored on the same groups, leave one set out; ``held``: :func:`held_out`'s scores, when
+    already fitted). The first is a ceiling, not evidence: what the features can separate at
+    best. A feature that does not raise it cannot pass a held-out rule, so it screens a new
+    feature in one fit (RESULTS.md, 2026-12-05)."""
     groups = [g for gs in per_set.values() for g in gs]
     model = fit(groups, l2=l2)
     inside = mrr([model.score(x) for x, _ in groups], groups)
-    held: list[np.ndarray] = []
-    for name, gs in per_set.items():
-        m = fit([g for n, o in per_set.items() if n != name for g in o], l2=l2)
-        held.extend(m.score(x) for x, _ in gs)
-    return inside, mrr(held, groups)
+    held = held_out(per_set, l2) if held is None else held
+    return inside, mrr([s for name in per_set for s in held[name]], groups)
 
 
 def cross_validate(
-    per_set: dict[str, list[Group]], l2: float
+    per_set: dict[str, list[Group]], held: dict[str, list[np.ndarray]]
 ) -> dict[str, tuple[float, float, float]]:
-    """Leave one set out: fit on the others' groups, score the held-out set's (a repository the
-    model never saw, as a new user's would be). Set -> (hit@1, MRR@6, hit@6) of the candidate
-    order."""
-    out = {}
-    for held in per_set:
-        train = [g for name, gs in per_set.items() if name != held for g in gs]
-        model = fit(train, l2=l2)
-        scores = [model.score(x) for x, _ in per_set[held]]
-        gs = per_set[held]
-        out[held] = (hit1(scores, gs), mrr(scores, gs), hitk(scores, gs))
-    return out
+    """Set -> (hit@1, MRR@6, hit@6) of the candidate order held out (:func:`held_out`)."""
+    return {n: (hit1(held[n], gs), mrr(held[n], gs), hitk(held[n], gs))
+            for n, gs in per_set.items()}  # fmt: skip
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -232,29 +234,25 @@ async def run(args: argparse.Namespace) -> int:
     info = ranker_info(list(per_set), groups, args)
     if args.cv:
         for l2 in args.cv:
-            cv = cross_validate(grouped, l2)
+            held = held_out(grouped, l2)  # one fit per set, read by every line below
+            cv = cross_validate(grouped, held)
             mean = np.mean([v for v in cv.values()], axis=0)
             print(f"leave-one-set-out l2={l2}: " + ", ".join(
                 f"{n} hit@1 {h:.3f} MRR {m:.3f} hit@6 {k:.3f}" for n, (h, m, k) in cv.items()
             ) + f" | mean hit@1 {mean[0]:.3f} MRR {mean[1]:.3f} hit@6 {mean[2]:.3f}")  # fmt: skip
-            bug = {n: [g for g, q in zip(gs, per_set[n], strict=True) if KINDS[q.kind] == "bug"]
-                   for n, gs in grouped.items()}  # fmt: skip
-            rest = {n: [g for g, q in zip(gs, per_set[n], strict=True) if KINDS[q.kind] != "bug"]
-                    for n, gs in grouped.items()}  # fmt: skip
-            inside, out = ceiling(grouped, l2)
+            inside, out = ceiling(grouped, l2, held)
             print(
                 f"  ceiling: MRR@6 fitted on all and scored on them {inside:.3f}, "
                 f"leave one set out {out:.3f}"
             )
-            for label, part in (("localize", bug), ("questions", rest)):
-                scores = {}
-                for held in part:
-                    model = fit([g for n, gs in grouped.items() if n != held for g in gs], l2=l2)
-                    scores[held] = [model.score(x) for x, _ in part[held]]
-                print(f"  {label}: " + ", ".join(
-                    f"{n} hit@1 {hit1(scores[n], gs):.3f} MRR {mrr(scores[n], gs):.3f} "
-                    f"hit@6 {hitk(scores[n], gs):.3f}" for n, gs in part.items()
-                ))  # fmt: skip
+            for label, bug in (("localize", True), ("questions", False)):
+                cells = []
+                for n, gs in grouped.items():
+                    keep = [i for i, q in enumerate(per_set[n]) if (KINDS[q.kind] == "bug") == bug]
+                    g, sc = [gs[i] for i in keep], [held[n][i] for i in keep]
+                    cells.append(f"{n} hit@1 {hit1(sc, g):.3f} MRR {mrr(sc, g):.3f} "
+                                 f"hit@6 {hitk(sc, g):.3f}")  # fmt: skip
+                print(f"  {label}: " + ", ".join(cells))
         for name, qs in per_set.items():
             hy = [q.hybrid for q in qs]
             gs = grouped[name]
