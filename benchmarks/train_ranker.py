@@ -2,6 +2,7 @@
 
     python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: every dev set
         [--workdir DIR] [--l2 0.1] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
+        [--extra FILE.py]
 
 Uses the snapshots and instances ``eval_devsets.py`` made (run it first). For every question of
 the split, the candidate stage runs exactly as at question time; each candidate is labelled gold
@@ -10,7 +11,8 @@ when its file or issue is in the question's gold.
 ``--cv L2 …`` fits on all sets but one and scores the held-out one (a repository the model never
 saw), for each L2 — the way to choose features and L2 without the reporting halves — and
 prints beside it the in-sample ceiling (fitted and scored on all the sets' questions), the
-screen for a new feature: one that does not raise it cannot help held out. ``--check``
+screen for a new feature: one that does not raise it cannot help held out. ``--extra FILE.py``
+(with ``--cv``) puts a new feature on trial beside the shipped ones (feature_trial.py). ``--check``
 prints, per set, the training loss and hit@1 of the candidates' order before (hybrid score) and
 after (learned) — on the training questions, so a fit, not evidence: the reporting halves are
 for that (eval_devsets.py).
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 import json  # noqa: E402
 
 from eval_devsets import DEVSETS, SETS  # noqa: E402  (the dev sets, one list)
+from feature_trial import Extra, ExtraError, trial_lines  # noqa: E402
 
 from core.config import RetrievalConfig, Settings  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
@@ -63,6 +66,8 @@ class Question:
     context: Context
     labels: np.ndarray
     hybrid: np.ndarray
+    text: str = ""  # the question as asked (for a feature on trial: --extra)
+    instance: str = ""  # the instance it was asked of
 
 
 def kind_of(q: EvalQuestion) -> int:
@@ -120,7 +125,7 @@ async def collect(
             out.append(Question(
                 await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
                 np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
-                np.array([c.score for c in cands]),
+                np.array([c.score for c in cands]), q.question, inst,
             ))  # fmt: skip
     return out
 
@@ -135,11 +140,12 @@ def kinds_fitted(
 
 
 def groups_with_kinds(
-    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float
-) -> dict[str, list[Group]]:
+    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float,
+    extra: Extra | None = None,
+) -> dict[str, list[Group]]:  # fmt: skip
     """Every set's feature groups with kind probabilities from a classifier that never saw that
     set's questions (cross-fitted): the ranker learns to trust them as much as they deserve on
-    questions they were not fitted on."""
+    questions they were not fitted on. ``extra``: its columns after :data:`FEATURES`."""
     out = {}
     for name, qs in per_set.items():
         w, b = kinds_fitted(examples, {n: v for n, v in per_set.items() if n != name}, l2)
@@ -149,7 +155,8 @@ def groups_with_kinds(
             p = np.exp(z - z.max())
             p /= p.sum()
             q.context.kinds = {k: float(v) for k, v in zip(KINDS, p, strict=True)}
-            groups.append((matrix(q.cands, q.context), q.labels))
+            x = matrix(q.cands, q.context)
+            groups.append((np.concatenate([x, extra.columns(q)], axis=1) if extra else x, q.labels))
         out[name] = groups
     return out
 
@@ -159,12 +166,17 @@ def hit1(scores: list[np.ndarray], groups: list[Group]) -> float:
     return sum(ok) / max(len(ok), 1)
 
 
-def mrr(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
+def reciprocal_ranks(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> list[float]:
     out = []
     for s, (_, y) in zip(scores, groups, strict=True):
         order = np.argsort(-s)[:k]
         rank = next((i + 1 for i, j in enumerate(order) if y[j]), None)
         out.append(1.0 / rank if rank else 0.0)
+    return out
+
+
+def mrr(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
+    out = reciprocal_ranks(scores, groups, k)
     return sum(out) / max(len(out), 1)
 
 
@@ -173,28 +185,32 @@ def hitk(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
     return sum(ok) / max(len(ok), 1)
 
 
-def held_out(per_set: dict[str, list[Group]], l2: float) -> dict[str, list[np.ndarray]]:
+def held_out(
+    per_set: dict[str, list[Group]], l2: float, names: tuple[str, ...] = FEATURES
+) -> dict[str, list[np.ndarray]]:
     """Leave one set out: per set, its groups' scores by the model fitted on the other sets'
     groups (a repository the model never saw, as a new user's would be)."""
     out = {}
     for held in per_set:
-        model = fit([g for name, gs in per_set.items() if name != held for g in gs], l2=l2)
+        others = [g for name, gs in per_set.items() if name != held for g in gs]
+        model = fit(others, l2=l2, names=names)
         out[held] = [model.score(x) for x, _ in per_set[held]]
     return out
 
 
 def ceiling(
-    per_set: dict[str, list[Group]], l2: float, held: dict[str, list[np.ndarray]] | None = None
-) -> tuple[float, float]:
+    per_set: dict[str, list[Group]], l2: float, held: dict[str, list[np.ndarray]] | None = None,
+    names: tuple[str, ...] = FEATURES,
+) -> tuple[float, float]:  # fmt: skip
     """MRR@6 of the candidate order, pooled over every set's groups: (fitted on all of them and
     scored on the same groups, leave one set out; ``held``: :func:`held_out`'s scores, when
     already fitted). The first is a ceiling, not evidence: what the features can separate at
     best. A feature that does not raise it cannot pass a held-out rule, so it screens a new
     feature in one fit (RESULTS.md, 2026-12-05)."""
     groups = [g for gs in per_set.values() for g in gs]
-    model = fit(groups, l2=l2)
+    model = fit(groups, l2=l2, names=names)
     inside = mrr([model.score(x) for x, _ in groups], groups)
-    held = held_out(per_set, l2) if held is None else held
+    held = held_out(per_set, l2, names) if held is None else held
     return inside, mrr([s for name in per_set for s in held[name]], groups)
 
 
@@ -232,7 +248,9 @@ async def run(args: argparse.Namespace) -> int:
     grouped = groups_with_kinds(examples, per_set, args.kinds_l2)
     groups = [g for gs in grouped.values() for g in gs]
     info = ranker_info(list(per_set), groups, args)
+    extra: Extra | None = args.extra
     if args.cv:
+        xgrouped = groups_with_kinds(examples, per_set, args.kinds_l2, extra) if extra else {}
         for l2 in args.cv:
             held = held_out(grouped, l2)  # one fit per set, read by every line below
             cv = cross_validate(grouped, held)
@@ -245,6 +263,8 @@ async def run(args: argparse.Namespace) -> int:
                 f"  ceiling: MRR@6 fitted on all and scored on them {inside:.3f}, "
                 f"leave one set out {out:.3f}"
             )
+            if extra is not None:
+                trial(extra, per_set, grouped, held, xgrouped, l2)
             for label, bug in (("localize", True), ("questions", False)):
                 cells = []
                 for n, gs in grouped.items():
@@ -277,6 +297,28 @@ async def run(args: argparse.Namespace) -> int:
     print("largest weights:", ", ".join(f"{model.names[i]} {model.weights[i]:+.2f}" for i in top))
     print("written: " + ", ".join(str(p) for p in texts))
     return 0
+
+
+def trial(
+    extra: Extra, per_set: dict[str, list[Question]], grouped: dict[str, list[Group]],
+    held: dict[str, list[np.ndarray]], xgrouped: dict[str, list[Group]], l2: float,
+) -> None:  # fmt: skip
+    """The shipped features against the shipped ones plus ``extra``'s, both held out (the
+    same questions, candidate-level MRR@6): feature_trial.py."""
+    names = FEATURES + extra.names
+    xheld = held_out(xgrouped, l2, names)
+    inside, out = ceiling(xgrouped, l2, xheld, names)
+    print(f"  with {extra.path.name} ({', '.join(extra.names)}): ceiling {inside:.3f}, "
+          f"leave one set out {out:.3f}")  # fmt: skip
+    tags: list[tuple[str, str]] = []
+    base: list[float] = []
+    new: list[float] = []
+    for n, qs in per_set.items():
+        base += reciprocal_ranks(held[n], grouped[n])
+        new += reciprocal_ranks(xheld[n], xgrouped[n])
+        tags += [(KINDS[q.kind], "en" if q.context.english else "non-en") for q in qs]
+    for line in trial_lines(tags, base, new, (*KINDS, "en", "non-en")):
+        print("    " + line)
 
 
 def ranker_info(
@@ -354,7 +396,22 @@ def main() -> int:
                     "of one model on all")  # fmt: skip
     ap.add_argument("--cv", type=float, nargs="*", help="leave-one-set-out CV at these l2 values "
                     "(writes nothing)")  # fmt: skip
-    return asyncio.run(run(ap.parse_args()))
+    ap.add_argument("--extra", metavar="FILE.py", help="with --cv: a feature on trial, fitted "
+                    "beside the shipped ones, compared with them (feature_trial.py)")  # fmt: skip
+    args = ap.parse_args()
+    if args.extra is not None:
+        if args.cv is None:
+            ap.error("--extra is a trial: give --cv L2 as well (a ranker of other features than "
+                     "rank.FEATURES is never written)")  # fmt: skip
+        try:
+            args.extra = Extra.load(Path(args.extra), FEATURES)
+        except ExtraError as e:
+            ap.error(str(e))
+    try:
+        return asyncio.run(run(args))
+    except ExtraError as e:  # a feature file that loaded but gives the wrong columns
+        print(f"train_ranker.py: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

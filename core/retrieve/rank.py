@@ -268,6 +268,7 @@ def fit(
     steps: int = 3000,
     lr: float = 0.05,
     info: dict[str, Any] | None = None,
+    names: tuple[str, ...] = FEATURES,
 ) -> Ranker:
     """Listwise logistic regression: per group (one question: features, 0/1 gold labels), the
     log of the softmax probability mass on its gold candidates, maximised with an L2 penalty
@@ -276,9 +277,16 @@ def fit(
     The step decays as a cosine from ``lr`` to 0 over the ``steps``: at a constant step Adam
     ends *near* the optimum, where the float order of the sums (BLAS threads, the order of the
     groups) decides where, and the same data fitted twice gave different weights and ranks.
-    Decayed, it settles: the fit is reproducible."""
+    Decayed, it settles: the fit is reproducible.
+
+    ``names``: the matrices' columns (:data:`FEATURES`; more while a new feature is on trial,
+    ``benchmarks/train_ranker.py --extra``)."""
     groups = [(x, y) for x, y in groups if y.any() and len(y) > 1]
     allx = np.concatenate([x for x, _ in groups])
+    if allx.shape[1] != len(names):
+        raise ValueError(
+            f"rank.fit: the groups have {allx.shape[1]} feature columns, names {len(names)}"
+        )
     mean = allx.mean(axis=0)
     scale = allx.std(axis=0)
     scale[scale < 1e-6] = 1.0
@@ -307,7 +315,7 @@ def fit(
         v = 0.999 * v + 0.001 * g * g
         step = lr * 0.5 * (1.0 + math.cos(math.pi * t / steps))
         w -= step * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
-    return Ranker(FEATURES, mean.astype(np.float32), scale.astype(np.float32),
+    return Ranker(names, mean.astype(np.float32), scale.astype(np.float32),
                   w.astype(np.float32), dict(info or {}))  # fmt: skip
 
 
