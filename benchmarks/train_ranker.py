@@ -140,12 +140,11 @@ def kinds_fitted(
 
 
 def groups_with_kinds(
-    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float,
-    extra: Extra | None = None,
-) -> dict[str, list[Group]]:  # fmt: skip
+    examples: tuple[np.ndarray, np.ndarray], per_set: dict[str, list[Question]], l2: float
+) -> dict[str, list[Group]]:
     """Every set's feature groups with kind probabilities from a classifier that never saw that
     set's questions (cross-fitted): the ranker learns to trust them as much as they deserve on
-    questions they were not fitted on. ``extra``: its columns after :data:`FEATURES`."""
+    questions they were not fitted on."""
     out = {}
     for name, qs in per_set.items():
         w, b = kinds_fitted(examples, {n: v for n, v in per_set.items() if n != name}, l2)
@@ -155,8 +154,7 @@ def groups_with_kinds(
             p = np.exp(z - z.max())
             p /= p.sum()
             q.context.kinds = {k: float(v) for k, v in zip(KINDS, p, strict=True)}
-            x = matrix(q.cands, q.context)
-            groups.append((np.concatenate([x, extra.columns(q)], axis=1) if extra else x, q.labels))
+            groups.append((matrix(q.cands, q.context), q.labels))
         out[name] = groups
     return out
 
@@ -250,7 +248,11 @@ async def run(args: argparse.Namespace) -> int:
     info = ranker_info(list(per_set), groups, args)
     extra: Extra | None = args.extra
     if args.cv:
-        xgrouped = groups_with_kinds(examples, per_set, args.kinds_l2, extra) if extra else {}
+        # a feature on trial: its columns after the shipped ones (the questions' contexts hold
+        # their cross-fitted kinds now)
+        xgrouped = {n: [(np.concatenate([x, extra.columns(q)], axis=1), y)
+                        for (x, y), q in zip(gs, per_set[n], strict=True)]
+                    for n, gs in grouped.items()} if extra else {}  # fmt: skip
         for l2 in args.cv:
             held = held_out(grouped, l2)  # one fit per set, read by every line below
             cv = cross_validate(grouped, held)
