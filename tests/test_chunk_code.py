@@ -123,6 +123,7 @@ def test_python_symbols_and_chunks() -> None:
         ("Config.default", "method", 16, 18),
         ("main", "function", 21, 25),
         ("main.helper", "function", 22, 23),
+        ("TIMEOUT", "constant", 4, 4),  # a module-level constant: a name a question can use
     ]
     assert symbols[1].name == "load"
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
@@ -131,7 +132,11 @@ def test_python_symbols_and_chunks() -> None:
         ("function", "main", 21, 25),
         ("module", None, 28, 29),
     ]
-    assert chunks[0].text == "src/pkg/config.py\nimport os\nfrom typing import Any\n\nTIMEOUT = 30"
+    # module code is named by what it declares
+    assert (
+        chunks[0].text
+        == "src/pkg/config.py › TIMEOUT\nimport os\nfrom typing import Any\n\nTIMEOUT = 30"
+    )
     # the decorator is part of the class chunk
     assert chunks[1].text.startswith("src/pkg/config.py › Config\n@dataclass\nclass Config(Base):")
     assert chunks[3].text.endswith('if __name__ == "__main__":\n    main([])')
@@ -620,12 +625,12 @@ def test_single_huge_line_is_split_without_loss() -> None:
     max_tokens = 50
     chunks, symbols = chunk_code("data.py", src, words, max_tokens)
     check(src, chunks, max_tokens)
-    assert symbols == []
+    assert sym_table(symbols) == [("DATA", "constant", 2, 2)]  # X: one letter, not named
     line2 = [c for c in chunks if c.start_line == 2]
     assert len(line2) >= 3000 // 48
     assert all(c.end_line == 2 and c.kind == "module" and c.symbol is None for c in line2)
     assert "".join(c.text.split("\n", 1)[1] for c in line2) == f'DATA = "{payload}"'
-    assert all(c.text.startswith("data.py\n") for c in line2)
+    assert all(c.text.startswith(("data.py › DATA\n", "data.py\n")) for c in line2)
 
 
 def test_huge_line_without_spaces_char_counter() -> None:
@@ -640,12 +645,17 @@ def test_module_level_constants_grouped() -> None:
     src = "".join(f"CONST_{i} = {i}\n" for i in range(300))
     chunks, symbols = chunk_code("consts.py", src, words, 200)
     check(src, chunks, 200)
-    assert symbols == []
+    assert sym_table(symbols) == [(f"CONST_{i}", "constant", i + 1, i + 1) for i in range(300)]
     assert all(c.kind == "module" and c.symbol is None for c in chunks)
-    assert 3 <= len(chunks) <= 8
+    assert 3 <= len(chunks) <= 9
     assert chunks[0].start_line == 1 and chunks[-1].end_line == 300
     for a, b in itertools.pairwise(chunks):
         assert b.start_line == a.end_line + 1
+    # each piece names the first eight constants it declares, not those of other pieces
+    for c in chunks:
+        names = [f"CONST_{i - 1}" for i in range(c.start_line, c.end_line + 1)]
+        label = ", ".join(names[:8]) + (", …" if len(names) > 8 else "")
+        assert c.text.startswith(f"consts.py › {label}\n"), c.text[:80]
 
 
 def test_module_code_between_symbols_kept() -> None:
@@ -660,7 +670,8 @@ def test_module_code_between_symbols_kept() -> None:
         ("module", None, 6, 7),
         ("function", "g", 10, 11),
     ]
-    assert chunks[2].text == "reg.py\nREGISTRY = {}\nREGISTRY['f'] = f"
+    assert chunks[2].text == "reg.py › REGISTRY\nREGISTRY = {}\nREGISTRY['f'] = f"
+    assert chunks[0].text == "reg.py\nimport a"  # an import declares nothing worth a name
 
 
 # --------------------------------------------------------------------------- fallback
@@ -765,3 +776,92 @@ def test_nested_definitions_keep_their_own_calls() -> None:
     calls = {s.qualname: s.calls for s in symbols}
     assert calls == {"Parser": (), "Parser.parse": ("_tokens", "inner"),
                      "Parser.parse.inner": ("helper",)}  # fmt: skip
+
+
+# ------------------------------------------------------------- module-level declarations
+
+JS_DECLS = """const fs = require('fs');
+
+const defaults = {
+  timeout: 0,
+  transformRequest: [function transformRequest(data, headers) {
+    return JSON.stringify(data);
+  }],
+  validateStatus: (status) => status >= 200 && status < 300,
+};
+
+export const MAX_RETRIES = 3;
+
+export default isSupported && function httpAdapter(config) {
+  return config;
+};
+
+exports.helpers = {
+  pick: function () { return 1; },
+};
+"""
+
+
+def test_js_module_code_is_named_by_its_declarations() -> None:
+    chunks, symbols = chunk_code("lib/defaults.js", JS_DECLS, words, 500)
+    check(JS_DECLS, chunks, 500)
+    assert sym_table(symbols) == [
+        ("defaults", "constant", 3, 9),
+        ("defaults.transformRequest", "function", 5, 7),
+        ("defaults.validateStatus", "function", 8, 8),
+        ("MAX_RETRIES", "constant", 11, 11),
+        ("httpAdapter", "function", 13, 15),
+        ("helpers", "constant", 17, 19),
+        ("helpers.pick", "function", 18, 18),
+    ]  # `fs`: a one-line lower-case binding (an import), not named
+    assert [c.kind for c in chunks] == ["module"] and chunks[0].symbol is None
+    assert chunks[0].text.split("\n", 1)[0] == (
+        "lib/defaults.js › defaults, defaults.transformRequest, defaults.validateStatus, "
+        "MAX_RETRIES, httpAdapter, helpers, helpers.pick"
+    )
+
+
+def test_a_long_declaration_names_each_piece_it_spans() -> None:
+    body = "".join(f"  key{i}: {i},\n" for i in range(200))
+    src = f"const table = {{\n{body}  lookup: (k) => table[k],\n}};\n"
+    chunks, _ = chunk_code("t.js", src, words, 120)
+    check(src, chunks, 120)
+    assert len(chunks) > 3
+    heads = [c.text.split("\n", 1)[0] for c in chunks]
+    assert all(h.startswith("t.js › table") for h in heads)
+    assert heads[-1] == "t.js › table, table.lookup"  # the member's own piece only
+
+
+@pytest.mark.parametrize(
+    ("path", "src", "want"),
+    [
+        ("c.go", "package x\n\nconst Limit = 5\n\nvar (\n\tdefaultName = `a\nb`\n\tMAX_N = 2\n)\n",
+         [("Limit", 3), ("defaultName", 6), ("MAX_N", 8)]),
+        ("t.go", "package x\n\nvar _ io.Reader = (*T)(nil)\n\ntype T struct{}\n", []),
+        ("lib.rs", "use std::fs;\n\nconst RECURSION_LIMIT: usize = if cfg!(windows) { 48 } else"
+         " { 256 };\nstatic COUNTER: i32 = 0;\n", [("RECURSION_LIMIT", 3), ("COUNTER", 4)]),
+        ("x.c", "#include <a.h>\n#define MAX_LEN 64\nstatic int COUNT = 0;\nint f(int);\n",
+         [("MAX_LEN", 2), ("COUNT", 3)]),
+        ("v.rb", "require 'x'\nVERSION = '1.0'\nFoo::BAR_BAZ = 2\n",
+         [("VERSION", 2), ("BAR_BAZ", 3)]),
+        ("s.py", "import logging\nlog = logging.getLogger(__name__)\n__all__ = ['a']\n"
+         "DEFAULTS = {\n    'a': 1,\n}\nA, B = 1, 2\n", [("DEFAULTS", 4)]),
+        ("k.ts", "export const kyOptionKeys: Registry = {\n\tjson: true,\n};\nexport default ky;\n",
+         [("kyOptionKeys", 1)]),
+    ],
+)  # fmt: skip
+def test_declarations_per_language(path: str, src: str, want: list[tuple[str, int]]) -> None:
+    chunks, symbols = chunk_code(path, src, words, 500)
+    check(src, chunks, 500)
+    assert [(s.qualname, s.start_line) for s in symbols if s.kind == "constant"] == want
+    names = ", ".join(n for n, _ in want)
+    assert chunks[0].text.split("\n", 1)[0] == (f"{path} › {names}" if want else path)
+
+
+def test_declarations_never_shadow_definitions() -> None:
+    # `const f = () => …` and Python `def` are definitions with their own chunks, not constants
+    src = "export const handler = (req) => {\n  return req;\n};\nconst CONFIG = {\n  a: 1,\n};\n"
+    chunks, symbols = chunk_code("h.ts", src, words, 500)
+    assert sym_table(symbols) == [("handler", "function", 1, 3), ("CONFIG", "constant", 4, 6)]
+    assert [(c.symbol, c.kind) for c in chunks] == [("handler", "function"), (None, "module")]
+    assert chunks[1].text.startswith("h.ts › CONFIG\n")

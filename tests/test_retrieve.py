@@ -310,3 +310,38 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
     )
     assert on["src/widget/config.py"] == pytest.approx(off["src/widget/config.py"])
     await app.close()
+
+
+@pytest.mark.asyncio
+async def test_a_named_constant_is_an_exact_hit(tmp_path, fake_embedder) -> None:
+    """Module-level declarations join the symbol table: a question naming a constant, or a
+    configuration object's function-valued key, gets the chunk that declares it first, and
+    the route says it was an exact hit."""
+    from tests.helpers import FakeApp, make_repo
+
+    many = "".join(f"fn helper_{i}(x: usize) -> usize {{\n    x + {i}\n}}\n\n" for i in range(30))
+    repo = tmp_path / "r"
+    make_repo(repo, {
+        "src/lib.rs": f"{many}const RECURSION_LIMIT: usize = if cfg!(windows) {{ 48 }}"
+                      " else { 256 };\n",
+        "lib/defaults.js": "const defaults = {\n  transformRequest: [function (data) {\n"
+                           "    return JSON.stringify(data);\n  }],\n};\n"
+                           "export default defaults;\n",
+        "lib/other.js": "export function transform(x) {\n  return x;\n}\n",
+    })  # fmt: skip
+    inst = tmp_path / "instances"
+    inst.mkdir()
+    (inst / "r.yaml").write_text(f"repo: {{path: {repo}}}\n")
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await app.index("r")
+        for q, path in (
+            ("what is `RECURSION_LIMIT` on windows?", "src/lib.rs"),
+            ("what does `defaults.transformRequest` do with data?", "lib/defaults.js"),
+        ):
+            r = await app.retrieve("r", q)
+            top = r.sources[0]
+            assert (top.collection, top.path) == ("code", path), q
+            assert r.route["exact"]["code"], q
+    finally:
+        await app.close()

@@ -15,23 +15,12 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass
 
-from tree_sitter import Node, Parser, Query, QueryCursor
+from tree_sitter import Node, Parser
 
-from core.chunk.code_langs import (
-    CLASSLIKE,
-    LANGS,
-    SCOPES,
-    LangSpec,
-    def_kind,
-    def_name,
-    header_end,
-    language,
-    language_for_path,
-    last_row,
-)
+from core.chunk.code_langs import CLASSLIKE, LANGS, SCOPES, LangSpec, language, language_for_path
+from core.chunk.code_parse import Decl, Def, collect_defs, declarations, label, walk_defs
 from core.chunk.graph import call_sites, calls_of
 from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
@@ -66,84 +55,6 @@ class SymbolDef:
     calls: tuple[str, ...] = ()  # names it calls (core/chunk/graph.py)
 
 
-@dataclass
-class _Def:
-    name: str
-    qualname: str
-    kind: str
-    node: Node
-    start: int  # 0-based first row, including decorators / export / template wrappers
-    def_start: int  # row where the definition node itself starts (signature start)
-    end: int  # 0-based last row
-    hdr_end: int  # last row of the signature / header
-    children: list[_Def] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------- parsing
-
-
-@cache
-def _query(lang: str) -> Query:
-    types = " ".join(f"({t})" for t in LANGS[lang].defs)
-    return Query(language(lang), f"[{types}] @def")
-
-
-def _collect(root: Node, lang: str) -> list[_Def]:
-    """All definitions, in file order, each linked to its nearest enclosing definition."""
-    spec = LANGS[lang]
-    nodes = QueryCursor(_query(lang)).captures(root).get("def", [])
-    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
-    out: list[_Def] = []
-    stack: list[_Def] = []
-    scoped: list[tuple[_Def, str]] = []
-    for node in nodes:
-        dotted = def_name(node)
-        if not dotted:
-            continue
-        while stack and stack[-1].node.end_byte <= node.start_byte:
-            stack.pop()
-        parent = stack[-1] if stack else None
-        span = node
-        for _ in range(3):  # climb decorators / export / template / typedef wrappers
-            up = span.parent
-            if up is None or up.type not in spec.wrappers:
-                break
-            if sum(1 for c in up.named_children if c.type in spec.defs) > 1:
-                break
-            span = up
-        end = last_row(span)
-        qual = f"{parent.qualname}.{dotted}" if parent else dotted
-        d = _Def(
-            name=dotted.rsplit(".", 1)[-1],
-            qualname=qual,
-            kind=def_kind(node, spec, parent.kind if parent else None),
-            node=node,
-            start=span.start_point.row,
-            def_start=node.start_point.row,
-            end=end,
-            hdr_end=header_end(node, end),
-        )
-        (parent.children if parent else out).append(d)
-        stack.append(d)
-        if "." in dotted and d.kind == "function" and node.type == "function_definition":
-            scoped.append((d, dotted.rsplit(".", 2)[-2]))
-    classes = {d.name for d in _walk(out) if d.kind in CLASSLIKE}
-    for d, owner in scoped:  # C++ `void Foo::bar() {...}` defined outside its class
-        if owner in classes:
-            d.kind = "method"
-    return out
-
-
-def _walk(defs: list[_Def]) -> list[_Def]:
-    acc: list[_Def] = []
-    todo = list(reversed(defs))
-    while todo:
-        d = todo.pop()
-        acc.append(d)
-        todo.extend(reversed(d.children))
-    return acc
-
-
 # ---------------------------------------------------------------------------- chunking
 
 
@@ -156,8 +67,10 @@ class _Chunker:
         max_tokens: int,
         spec: LangSpec | None,
         root: Node | None,
+        decls: list[Decl] | None = None,
     ) -> None:
         self.path, self.lines, self.count, self.max = path, lines, count, max_tokens
+        self.decls = decls or []  # module-level declarations: they name the module chunks
         self.comments: tuple[str, ...] = spec.comments if spec else ()
         self.base = count("")
         self.line_cost: dict[int, int] = {}
@@ -188,10 +101,10 @@ class _Chunker:
             self.line_cost[row] = self.max + 1 if big else self.count(line + "\n") - self.base
         return self.line_cost[row]
 
-    def sig(self, d: _Def) -> str:
+    def sig(self, d: Def) -> str:
         return self.join(d.def_start, d.hdr_end) + "\n"
 
-    def prefix(self, anc: list[_Def], d: _Def | None, row: int) -> str:
+    def prefix(self, anc: list[Def], d: Def | None, row: int) -> str:
         text = "".join(self.sig(x) for x in anc)
         if d is not None and row > d.def_start:
             text += self.sig(d) + ELLIPSIS + "\n"
@@ -243,8 +156,8 @@ class _Chunker:
         b: int,
         qual: str | None,
         kind: str,
-        anc: list[_Def],
-        d: _Def | None,
+        anc: list[Def],
+        d: Def | None,
         brk: dict[int, int],
         loose: bool = False,
         max_lines: int | None = None,
@@ -252,11 +165,12 @@ class _Chunker:
         """Cover rows a..b with consecutive pieces that fit; ``loose`` trims blank edges and
         drops pieces holding only blank / closing-bracket lines."""
         r = a
+        named = kind == "module" and bool(self.decls)
         while r <= b:
             if loose and self.blank(r):
                 r += 1
                 continue
-            head = self.head(qual, self.prefix(anc, d, r))
+            head = self.head(label(self.decls, r, b) if named else qual, self.prefix(anc, d, r))
             budget = self.max - self.head_cost(head)
             m, acc = r, self.cost(r)
             while m < b and acc + self.cost(m + 1) <= budget:
@@ -274,6 +188,8 @@ class _Chunker:
                 last = m
                 while loose and last > r and self.blank(last):
                     last -= 1
+                if named:  # the names of what this piece declares, not of the rest of the gap
+                    head = self.head(label(self.decls, r, last), "")
                 text = head + self.join(r, last)
                 used = self.count(text) if len(text) <= self.max * _MAX_CHARS_PER_TOKEN else -1
                 if 0 <= used <= self.max:
@@ -328,9 +244,9 @@ class _Chunker:
             row -= 1
         return row
 
-    def parts(self, defs: list[_Def], a: int, b: int) -> list[tuple[int, int, _Def | None]]:
+    def parts(self, defs: list[Def], a: int, b: int) -> list[tuple[int, int, Def | None]]:
         """Split rows a..b into definitions (with their leading comments) and gaps."""
-        out: list[tuple[int, int, _Def | None]] = []
+        out: list[tuple[int, int, Def | None]] = []
         cur = a
         for d in defs:
             s, e = max(d.start, cur), min(d.end, b)
@@ -343,7 +259,7 @@ class _Chunker:
         self.add_gap(out, cur, b)
         return out
 
-    def add_gap(self, out: list[tuple[int, int, _Def | None]], a: int, b: int) -> None:
+    def add_gap(self, out: list[tuple[int, int, Def | None]], a: int, b: int) -> None:
         while a <= b and self.blank(a):
             a += 1
         while b >= a and self.blank(b):
@@ -351,7 +267,7 @@ class _Chunker:
         if a <= b:
             out.append((a, b, None))
 
-    def gap(self, a: int, b: int, anc: list[_Def], owner: _Def | None) -> None:
+    def gap(self, a: int, b: int, anc: list[Def], owner: Def | None) -> None:
         if owner is None:
             self.pack(a, b, None, "module", [], None, self.root_breaks(a, b), loose=True)
         else:
@@ -359,11 +275,11 @@ class _Chunker:
                 a, b, owner.qualname, owner.kind, anc, owner, self.body_breaks(owner, a, b), True
             )
 
-    def body_breaks(self, d: _Def, a: int, b: int) -> dict[int, int]:
+    def body_breaks(self, d: Def, a: int, b: int) -> dict[int, int]:
         body = d.node.child_by_field_name("body")
         return self.breaks((body or d.node).named_children, a, b)
 
-    def items(self, defs: list[_Def], a: int, b: int, anc: list[_Def], owner: _Def | None) -> None:
+    def items(self, defs: list[Def], a: int, b: int, anc: list[Def], owner: Def | None) -> None:
         """Each definition its own chunk(s); code between them packed with the owner's context."""
         inner = [*anc, owner] if owner else anc
         for s, e, d in self.parts(defs, a, b):
@@ -375,7 +291,7 @@ class _Chunker:
             ):
                 self.gap(s, e, anc, owner)
 
-    def symbol(self, d: _Def, a: int, b: int, anc: list[_Def]) -> None:
+    def symbol(self, d: Def, a: int, b: int, anc: list[Def]) -> None:
         text = self.head(d.qualname, self.prefix(anc, d, a)) + self.join(a, b)
         if self.fits(text):
             self.emit(text, a, b, d.qualname, d.kind)
@@ -386,14 +302,14 @@ class _Chunker:
         else:
             self.pack(a, b, d.qualname, d.kind, anc, d, self.body_breaks(d, a, b))
 
-    def group(self, d: _Def, a: int, b: int, anc: list[_Def]) -> None:
+    def group(self, d: Def, a: int, b: int, anc: list[Def]) -> None:
         """Class too long: header chunk, then methods alone or in groups that fit."""
         inner = [*anc, d]
         parts = self.parts(d.children, a, b)
         if parts and parts[0][2] is None:
             s, e, _ = parts.pop(0)
             self.pack(s, e, d.qualname, d.kind, anc, d, self.body_breaks(d, s, e))
-        merged: list[tuple[int, int, _Def | None, int]] = []  # gap + following member
+        merged: list[tuple[int, int, Def | None, int]] = []  # gap + following member
         pending: tuple[int, int] | None = None
         for s, e, m in parts:
             if m is None:
@@ -403,10 +319,10 @@ class _Chunker:
                 pending = None
         if pending is not None:
             merged.append((*pending, None, pending[0]))
-        group: list[_Def | None] = []
+        group: list[Def | None] = []
         ga, gb = 0, -1
 
-        def text_for(members: list[_Def | None], s: int, e: int) -> tuple[str, str | None, str]:
+        def text_for(members: list[Def | None], s: int, e: int) -> tuple[str, str | None, str]:
             real = [m for m in members if m is not None]
             qual, kind = (
                 (real[0].qualname, real[0].kind) if len(real) == 1 else (d.qualname, d.kind)
@@ -439,7 +355,7 @@ class _Chunker:
                 self.symbol(m, s, e, inner)
         flush()
 
-    def run(self, defs: list[_Def]) -> None:
+    def run(self, defs: list[Def]) -> None:
         self.items(defs, 0, len(self.lines) - 1, [], None)
 
     def windows(self) -> None:
@@ -455,17 +371,19 @@ def chunk_code(
         return [], []
     lines = source.removesuffix("\n").split("\n")
     lang = language_for_path(path) if parse else None
-    defs: list[_Def] | None = None
+    defs: list[Def] | None = None
     root: Node | None = None
     if lang is not None:
         try:
             parser = Parser(language(lang))
             root = parser.parse(source.encode("utf-8", "replace")).root_node
-            defs = _collect(root, lang)
+            defs = collect_defs(root, lang)
         except Exception:  # grammar missing / parser failure: fall back to windows
             log.warning("tree-sitter failed for %s; using line windows", path, exc_info=True)
             defs, root = None, None
-    chunker = _Chunker(path, lines, count_tokens, max_tokens, LANGS[lang] if lang else None, root)
+    decls = declarations(root, lang) if root is not None and lang else []
+    spec = LANGS[lang] if lang else None
+    chunker = _Chunker(path, lines, count_tokens, max_tokens, spec, root, decls)
     if defs is None:
         chunker.windows()
         return chunker.out, []
@@ -474,8 +392,12 @@ def chunk_code(
     symbols = [
         SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1,
                   calls_of(d.node, [c.node for c in d.children], sites))
-        for d in _walk(defs)
+        for d in walk_defs(defs)
     ]  # fmt: skip
+    for c in decls:  # constants and the like: an exact hit when a question names one
+        symbols.append(SymbolDef(c.name, c.name, c.kind, c.start + 1, c.end + 1))
+        symbols.extend(SymbolDef(k, f"{c.name}.{k}", "function", s + 1, e + 1)
+                       for k, s, e in c.members)  # fmt: skip
     return chunker.out, symbols
 
 

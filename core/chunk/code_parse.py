@@ -1,0 +1,267 @@
+"""What the code chunker reads from a file's syntax tree: its definitions (functions, classes,
+methods, types: each becomes a chunk and a symbol) and its module-level declarations (constants,
+configuration objects, exported values: named in the context line of the module chunk that holds
+them, and in the symbol table so that a question naming one gets its chunk as an exact hit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+
+from tree_sitter import Node, Query, QueryCursor
+
+from core.chunk.code_langs import (
+    CLASSLIKE,
+    LANGS,
+    def_kind,
+    def_name,
+    header_end,
+    language,
+    last_row,
+    node_text,
+)
+
+__all__ = ["Decl", "Def", "collect_defs", "declarations", "label", "walk_defs"]
+
+
+@dataclass
+class Def:
+    name: str
+    qualname: str
+    kind: str
+    node: Node
+    start: int  # 0-based first row, including decorators / export / template wrappers
+    def_start: int  # row where the definition node itself starts (signature start)
+    end: int  # 0-based last row
+    hdr_end: int  # last row of the signature / header
+    children: list[Def] = field(default_factory=list)
+
+
+@cache
+def _defs_query(lang: str) -> Query:
+    types = " ".join(f"({t})" for t in LANGS[lang].defs)
+    return Query(language(lang), f"[{types}] @def")
+
+
+def collect_defs(root: Node, lang: str) -> list[Def]:
+    """All definitions, in file order, each linked to its nearest enclosing definition."""
+    spec = LANGS[lang]
+    nodes = QueryCursor(_defs_query(lang)).captures(root).get("def", [])
+    nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
+    out: list[Def] = []
+    stack: list[Def] = []
+    scoped: list[tuple[Def, str]] = []
+    for node in nodes:
+        dotted = def_name(node)
+        if not dotted:
+            continue
+        while stack and stack[-1].node.end_byte <= node.start_byte:
+            stack.pop()
+        parent = stack[-1] if stack else None
+        span = node
+        for _ in range(3):  # climb decorators / export / template / typedef wrappers
+            up = span.parent
+            if up is None or up.type not in spec.wrappers:
+                break
+            if sum(1 for c in up.named_children if c.type in spec.defs) > 1:
+                break
+            span = up
+        end = last_row(span)
+        qual = f"{parent.qualname}.{dotted}" if parent else dotted
+        d = Def(
+            name=dotted.rsplit(".", 1)[-1],
+            qualname=qual,
+            kind=def_kind(node, spec, parent.kind if parent else None),
+            node=node,
+            start=span.start_point.row,
+            def_start=node.start_point.row,
+            end=end,
+            hdr_end=header_end(node, end),
+        )
+        (parent.children if parent else out).append(d)
+        stack.append(d)
+        if "." in dotted and d.kind == "function" and node.type == "function_definition":
+            scoped.append((d, dotted.rsplit(".", 2)[-2]))
+    classes = {d.name for d in walk_defs(out) if d.kind in CLASSLIKE}
+    for d, owner in scoped:  # C++ `void Foo::bar() {...}` defined outside its class
+        if owner in classes:
+            d.kind = "method"
+    return out
+
+
+def walk_defs(defs: list[Def]) -> list[Def]:
+    acc: list[Def] = []
+    todo = list(reversed(defs))
+    while todo:
+        d = todo.pop()
+        acc.append(d)
+        todo.extend(reversed(d.children))
+    return acc
+
+
+# ------------------------------------------------------------------ module-level declarations
+
+MAX_LABEL = 8  # names in one module chunk's context line, then "…"
+_FUNCS = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
+_JS_DECL = frozenset({"lexical_declaration", "variable_declaration"})
+_SCRIPT = frozenset({"python", "javascript", "typescript", "tsx"})
+
+
+@dataclass(frozen=True)
+class Decl:
+    """A name module-level code declares: rows 0-based, inclusive; ``kind`` "constant", or
+    "function" for a named function under ``export default``. ``members``: an object literal's
+    function-valued keys (JS/TS), as (key, first row, last row)."""
+
+    name: str
+    start: int
+    end: int
+    members: tuple[tuple[str, int, int], ...] = ()
+    kind: str = "constant"
+
+
+def _worth_naming(name: str, node: Node, lang: str) -> bool:
+    """A declaration worth a name in a context line and the symbol table. In Python and
+    JavaScript/TypeScript, one that spans lines (a configuration object, a template, a table) or
+    a CONSTANT_CASE constant: their one-line lower-case bindings are mostly imports and loggers
+    (``const fs = require('fs')``, ``log = logging.getLogger(__name__)``). Elsewhere (Go, Rust,
+    C, Ruby constants) every top-level declaration is one."""
+    if name == "_" or (name.startswith("__") and name.endswith("__")):
+        return False
+    if lang not in _SCRIPT:
+        return True
+    letters = [c for c in name if c.isalpha()]
+    return node.end_point.row > node.start_point.row or (len(letters) > 1 and name.isupper())
+
+
+def _members(value: Node | None) -> tuple[tuple[str, int, int], ...]:
+    if value is None or value.type != "object":
+        return ()
+    out = []
+    for c in value.named_children:
+        key, v = c.child_by_field_name("key"), c.child_by_field_name("value")
+        if c.type == "method_definition":
+            key, v = c.child_by_field_name("name"), c
+        if key is None or v is None:
+            continue
+        funcs = (
+            v.type in _FUNCS
+            or c.type == "method_definition"
+            or (v.type == "array" and any(x.type in _FUNCS for x in v.named_children))
+        )
+        if funcs and key.type in ("property_identifier", "identifier"):
+            out.append((node_text(key), c.start_point.row, last_row(c)))
+    return tuple(out)
+
+
+def _named_function(node: Node | None, depth: int = 3) -> str | None:
+    """The name of a named function expression within a few levels of ``node`` (``export
+    default isSupported && function httpAdapter(config) {…}``)."""
+    if node is None or depth < 0:
+        return None
+    if node.type in _FUNCS or node.type == "class":
+        name = node.child_by_field_name("name")
+        return node_text(name) if name is not None else None
+    for c in node.named_children:
+        found = _named_function(c, depth - 1)
+        if found:
+            return found
+    return None
+
+
+def _js(node: Node) -> list[tuple[str, Node, tuple[tuple[str, int, int], ...]]]:
+    if node.type == "export_statement":
+        inner = node.child_by_field_name("declaration")
+        if inner is not None:
+            return _js(inner)
+        fn = _named_function(node.child_by_field_name("value"))
+        return [(fn, node, ())] if fn else []
+    if node.type in _JS_DECL:
+        out = []
+        for d in node.named_children:
+            ident, value = d.child_by_field_name("name"), d.child_by_field_name("value")
+            if d.type != "variable_declarator" or ident is None or ident.type != "identifier":
+                continue
+            if value is not None and (value.type in _FUNCS or value.type == "class"):
+                continue  # a definition: chunked and named as one already
+            out.append((node_text(ident), d, _members(value)))
+        return out
+    if node.type == "expression_statement":  # exports.X = … / module.exports.X = …
+        a = node.named_children[0] if node.named_children else None
+        left = a.child_by_field_name("left") if a is not None else None
+        if a is not None and a.type == "assignment_expression" and left is not None:
+            obj, prop = left.child_by_field_name("object"), left.child_by_field_name("property")
+            if (
+                obj is not None
+                and prop is not None
+                and node_text(obj) in ("exports", "module.exports")
+            ):
+                return [(node_text(prop), node, _members(a.child_by_field_name("right")))]
+    return []
+
+
+def _c_name(d: Node | None) -> str | None:
+    while d is not None and d.type not in ("identifier", "function_declarator"):
+        d = d.child_by_field_name("declarator")
+    return node_text(d) if d is not None and d.type == "identifier" else None
+
+
+def _names(node: Node, lang: str) -> list[tuple[str, Node, tuple[tuple[str, int, int], ...]]]:
+    t = node.type
+    if lang in ("javascript", "typescript", "tsx"):
+        return _js(node)
+    if lang == "python" and t == "expression_statement" and node.named_children:
+        a = node.named_children[0]
+        left = a.child_by_field_name("left") if a.type == "assignment" else None
+        if left is not None and left.type == "identifier":
+            return [(node_text(left), node, ())]
+        if left is not None and left.type in ("pattern_list", "tuple_pattern"):
+            return [(node_text(x), node, ()) for x in left.named_children if x.type == "identifier"]
+    if lang == "go" and t in ("const_declaration", "var_declaration"):
+        specs = [s for c in node.named_children
+                 for s in (c.named_children if c.type == "var_spec_list" else [c])]  # fmt: skip
+        return [(node_text(n), s, ()) for s in specs if s.type in ("const_spec", "var_spec")
+                for n in s.children_by_field_name("name")]  # fmt: skip
+    if lang == "rust" and t in ("const_item", "static_item", "type_item"):
+        name = node.child_by_field_name("name")
+        return [(node_text(name), node, ())] if name is not None else []
+    if lang in ("c", "cpp") and t == "preproc_def":
+        name = node.child_by_field_name("name")
+        return [(node_text(name), node, ())] if name is not None else []
+    if lang in ("c", "cpp") and t == "declaration":
+        names = [_c_name(d) for d in node.children_by_field_name("declarator")]
+        return [(n, node, ()) for n in names if n]
+    if lang == "ruby" and t == "assignment":
+        left = node.child_by_field_name("left")
+        if left is not None and left.type == "scope_resolution":
+            left = left.child_by_field_name("name")
+        if left is not None and left.type == "constant":
+            return [(node_text(left), node, ())]
+    return []
+
+
+def declarations(root: Node, lang: str) -> list[Decl]:
+    """The declarations of a file's top level worth naming (:func:`_worth_naming`), in file
+    order. Definitions (functions, classes, ``const f = () => …``) are not among them."""
+    out: list[Decl] = []
+    for node in root.named_children:
+        for name, span, members in _names(node, lang):
+            if name and _worth_naming(name, span, lang):
+                kind = "function" if span.type == "export_statement" else "constant"
+                out.append(Decl(name, span.start_point.row, last_row(span), members, kind))
+    return out
+
+
+def label(decls: list[Decl], a: int, b: int) -> str | None:
+    """The context-line label of module code on rows a..b: each declaration it overlaps, and
+    each member whose first row it holds (``defaults.transformRequest``); None when none."""
+    names: list[str] = []
+    for d in decls:
+        if d.start > b or d.end < a:
+            continue
+        names.append(d.name)
+        names.extend(f"{d.name}.{k}" for k, s, _ in d.members if a <= s <= b)
+    if not names:
+        return None
+    return ", ".join(names[:MAX_LABEL]) + (", …" if len(names) > MAX_LABEL else "")
