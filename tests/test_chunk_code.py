@@ -486,6 +486,7 @@ def test_ruby() -> None:
         ("Shop.Cart", "class", 5, 15),
         ("Shop.Cart.initialize", "method", 8, 10),
         ("Shop.Cart.empty", "method", 12, 14),
+        ("Shop.Cart.TAX", "constant", 6, 6),  # a constant of the class: an exact-hit target
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
         ("module", None, 1, 1),
@@ -865,3 +866,27 @@ def test_declarations_never_shadow_definitions() -> None:
     assert sym_table(symbols) == [("handler", "function", 1, 3), ("CONFIG", "constant", 4, 6)]
     assert [(c.symbol, c.kind) for c in chunks] == [("handler", "function"), (None, "module")]
     assert chunks[1].text.startswith("h.ts › CONFIG\n")
+
+
+@pytest.mark.parametrize(
+    ("path", "src", "want"),
+    [
+        ("G.java", "public class Gson {\n  static final boolean DEFAULT_LENIENT = false;\n"
+         "  private final int x = 1;\n  public static final String A = \"a\", B = \"b\";\n"
+         "  void f() {}\n}\ninterface K { int MAX = 3; }\n",
+         [("Gson.DEFAULT_LENIENT", 2), ("Gson.A", 4), ("Gson.B", 4), ("K.MAX", 7)]),
+        ("u.rb", "module Rack\n  class Utils\n    DEFAULT_SEP = /[&] */n\n    def x; end\n  end\n"
+         "  VERSION = '3'\nend\n", [("Rack.VERSION", 6), ("Rack.Utils.DEFAULT_SEP", 3)]),
+        ("a.py", "class A:\n    MAX = 3\n    name: str = 'x'\n", [("A.MAX", 2)]),
+        ("l.rs", "impl Foo {\n    const LIMIT: usize = 3;\n}\n", [("Foo.LIMIT", 2)]),
+        ("k.ts", "class K {\n  static readonly MAX_RETRY = 3;\n  private X = 1;\n"
+         "  static low = 2;\n}\n", [("K.MAX_RETRY", 2)]),
+    ],
+)  # fmt: skip
+def test_constants_inside_definitions_join_the_symbol_table(
+    path: str, src: str, want: list[tuple[str, int]]
+) -> None:
+    chunks, symbols = chunk_code(path, src, words, 500)
+    check(src, chunks, 500)
+    assert [(s.qualname, s.start_line) for s in symbols if s.kind == "constant"] == want
+    assert all(s.name == s.qualname.rsplit(".", 1)[-1] for s in symbols if s.kind == "constant")

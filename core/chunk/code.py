@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from tree_sitter import Node, Parser
 
 from core.chunk.code_langs import CLASSLIKE, LANGS, SCOPES, LangSpec, language, language_for_path
-from core.chunk.code_parse import Decl, Def, collect_defs, declarations, label, walk_defs
+from core.chunk.code_parse import (
+    Decl,
+    Def,
+    collect_defs,
+    declarations,
+    label,
+    member_constants,
+    walk_defs,
+)
 from core.chunk.graph import call_sites, calls_of
 from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
@@ -398,6 +406,8 @@ def chunk_code(
         symbols.append(SymbolDef(c.name, c.name, c.kind, c.start + 1, c.end + 1))
         symbols.extend(SymbolDef(k, f"{c.name}.{k}", "function", s + 1, e + 1)
                        for k, s, e in c.members)  # fmt: skip
+    symbols.extend(SymbolDef(n, q, "constant", s + 1, e + 1)
+                   for n, q, s, e in member_constants(defs, lang or ""))  # fmt: skip
     return chunker.out, symbols
 
 

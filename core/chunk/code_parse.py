@@ -14,6 +14,7 @@ from tree_sitter import Node, Query, QueryCursor
 from core.chunk.code_langs import (
     CLASSLIKE,
     LANGS,
+    SCOPES,
     def_kind,
     def_name,
     header_end,
@@ -22,7 +23,7 @@ from core.chunk.code_langs import (
     node_text,
 )
 
-__all__ = ["Decl", "Def", "collect_defs", "declarations", "label", "walk_defs"]
+__all__ = ["Decl", "Def", "collect_defs", "declarations", "label", "member_constants", "walk_defs"]
 
 
 @dataclass
@@ -265,3 +266,56 @@ def label(decls: list[Decl], a: int, b: int) -> str | None:
     if not names:
         return None
     return ", ".join(names[:MAX_LABEL]) + (", …" if len(names) > MAX_LABEL else "")
+
+
+# ------------------------------------------------------------------ constants inside definitions
+
+_BODIES = frozenset({"class_body", "interface_body", "block", "body_statement", "declaration_list"})
+
+
+def _member_names(node: Node, lang: str) -> list[str]:
+    """The constants one statement of a class / module / impl body declares."""
+    t = node.type
+    if lang == "java" and t in ("field_declaration", "constant_declaration"):
+        mods = next((node_text(c) for c in node.named_children if c.type == "modifiers"), "")
+        if t == "field_declaration" and not ("static" in mods.split() and "final" in mods.split()):
+            return []
+        names = (d.child_by_field_name("name") for d in node.children_by_field_name("declarator"))
+        return [node_text(n) for n in names if n is not None]
+    if lang == "python" and t == "expression_statement" and node.named_children:
+        left = node.named_children[0].child_by_field_name("left")
+        text = node_text(left) if left is not None and left.type == "identifier" else ""
+        return [text] if _constant_case(text) else []
+    if lang == "ruby" and t == "assignment":
+        left = node.child_by_field_name("left")
+        return [node_text(left)] if left is not None and left.type == "constant" else []
+    if lang == "rust" and t == "const_item":
+        ident = node.child_by_field_name("name")
+        return [node_text(ident)] if ident is not None else []
+    if lang in _SCRIPT and t in ("public_field_definition", "field_definition"):
+        prop = node.child_by_field_name("name") or node.child_by_field_name("property")
+        static = any(c.type == "static" for c in node.children)
+        return [node_text(prop)] if static and _constant_case(node_text(prop)) else []
+    return []
+
+
+def _constant_case(name: str) -> bool:
+    return sum(c.isalpha() for c in name) > 1 and name.isupper()
+
+
+def member_constants(defs: list[Def], lang: str) -> list[tuple[str, str, int, int]]:
+    """Constants declared in the bodies of classes, interfaces, modules and impls, as (name,
+    ``Owner.NAME``, first row, last row): Java ``static final`` fields and interface constants,
+    Ruby constants, Python and TS/JS ``static`` CONSTANT_CASE attributes, Rust associated
+    consts. For the symbol table only: their lines are chunked with the owner already."""
+    out = []
+    for d in walk_defs(defs):
+        if d.kind not in CLASSLIKE and d.kind not in SCOPES:
+            continue
+        body = d.node.child_by_field_name("body")
+        if body is None:
+            body = next((c for c in d.node.named_children if c.type in _BODIES), None)
+        for c in body.named_children if body is not None else ():
+            for name in _member_names(c, lang):
+                out.append((name, f"{d.qualname}.{name}", c.start_point.row, last_row(c)))
+    return out
