@@ -890,3 +890,21 @@ def test_constants_inside_definitions_join_the_symbol_table(
     check(src, chunks, 500)
     assert [(s.qualname, s.start_line) for s in symbols if s.kind == "constant"] == want
     assert all(s.name == s.qualname.rsplit(".", 1)[-1] for s in symbols if s.kind == "constant")
+
+
+def test_a_named_module_chunk_is_titled_by_its_declarations() -> None:
+    """The chunk a source cites: a definition's title is its name, named module code's the names
+    it declares (the citation reads `src/lib.rs › RECURSION_LIMIT, VERSION`), the rest the path."""
+    from core.chunk.code import chunk
+    from core.models import Document
+
+    src = 'use std::fs;\n\nconst RECURSION_LIMIT: usize = 256;\nconst VERSION: &str = "1";\n\n'
+    src += "fn run() -> usize {\n    RECURSION_LIMIT\n}\n"
+    doc = Document("code", "src/lib.rs", src, "h", path="src/lib.rs", title="src/lib.rs")
+    chunks, _ = chunk(doc, words, 500)
+    assert [(c.kind, c.title, c.symbol) for c in chunks] == [
+        ("module", "RECURSION_LIMIT, VERSION", None),
+        ("function", "run", "run"),
+    ]
+    plain = Document("code", "a.py", "import os\n", "h", path="a.py", title="a.py")
+    assert [c.title for c in chunk(plain, words, 500)[0]] == ["a.py"]

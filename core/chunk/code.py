@@ -51,6 +51,7 @@ class CodeChunk:
     end_line: int  # 1-based, inclusive
     symbol: str | None  # qualified name, None for module-level code and windows
     kind: str  # "function" | "class" | "method" | "method_group" | "module" | "window" | ...
+    label: str | None = None  # module code: the names it declares (its title)
 
 
 @dataclass(frozen=True)
@@ -134,8 +135,10 @@ class _Chunker:
             self.costs[head] = self.count(head)
         return self.costs[head]
 
-    def emit(self, text: str, a: int, b: int, symbol: str | None, kind: str) -> None:
-        self.out.append(CodeChunk(text, a + 1, b + 1, symbol, kind))
+    def emit(
+        self, text: str, a: int, b: int, symbol: str | None, kind: str, name: str | None = None
+    ) -> None:
+        self.out.append(CodeChunk(text, a + 1, b + 1, symbol, kind, name))
 
     def breaks(self, nodes: Sequence[Node], a: int, b: int) -> dict[int, int]:
         """Preferred piece starts: rows where a statement begins (shallower = better)."""
@@ -196,13 +199,14 @@ class _Chunker:
                 last = m
                 while loose and last > r and self.blank(last):
                     last -= 1
+                name = label(self.decls, r, last) if named else None
                 if named:  # the names of what this piece declares, not of the rest of the gap
-                    head = self.head(label(self.decls, r, last), "")
+                    head = self.head(name, "")
                 text = head + self.join(r, last)
                 used = self.count(text) if len(text) <= self.max * _MAX_CHARS_PER_TOKEN else -1
                 if 0 <= used <= self.max:
                     if not (loose and self.trivial(r, last)):
-                        self.emit(text, r, last, qual, kind)
+                        self.emit(text, r, last, qual, kind, name)
                     break
                 if m == r:
                     self.split_line(r, qual, kind, head)
@@ -420,8 +424,9 @@ def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk],
         log.warning("%s: nested too deeply to chunk by symbol; using line windows", doc.path)
         code_chunks, defs = chunk_code(doc.path, doc.text, count, window, parse=False)
     chunks = [
-        Chunk("code", doc.key, cc.text, cc.symbol or doc.path, count(cc.text), path=doc.path,
-              start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol, kind=cc.kind)
+        Chunk("code", doc.key, cc.text, cc.symbol or cc.label or doc.path, count(cc.text),
+              path=doc.path, start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol,
+              kind=cc.kind)
         for cc in code_chunks
     ]  # fmt: skip
     return chunks, [Symbol(d.name, d.qualname, d.kind, doc.path, d.start_line, d.end_line,
