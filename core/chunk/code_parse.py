@@ -132,8 +132,7 @@ def _worth_naming(name: str, node: Node, lang: str) -> bool:
         return False
     if lang not in _SCRIPT:
         return True
-    letters = [c for c in name if c.isalpha()]
-    return node.end_point.row > node.start_point.row or (len(letters) > 1 and name.isupper())
+    return node.end_point.row > node.start_point.row or _constant_case(name)
 
 
 def _members(value: Node | None) -> tuple[tuple[str, int, int], ...]:
