@@ -159,3 +159,50 @@ async def test_a_docs_section_that_is_one_code_block_is_quoted_by_its_comments_a
     empty = src(2, text="a.md › Widgets\n```\nok\n```\n")
     bare = await answerer.answer("anything about widgets", Retrieval([empty]))
     assert [s.title for s in bare.sources] == ["T2"] and "ok" in bare.text  # its first line
+
+
+@pytest.mark.asyncio
+async def test_the_first_source_gets_one_more_quote_and_code_two_answer_lines() -> None:
+    """The first source (retrieval's surest) is quoted by three sentences, the next by two; a
+    code source by its definition, its docstring and the two lines that answer best — a second
+    line is where the identifier asked about often sits (PLAN-s40, QC and QF)."""
+
+    async def similarity(queries: list[str], texts: list[str]) -> np.ndarray:
+        return np.array([[0.9 if "timeout" in t.lower() else 0.5 for t in texts]])
+
+    def prose(i: int) -> Source:
+        body = " ".join(f"The timeout rule number {n} of page {i} applies." for n in range(4))
+        return src(i, text=f"p{i}.md › Timeouts\n{body}\n")
+
+    code = src(
+        2,
+        "code",
+        (
+            'client.py › connect\ndef connect(host):\n    """Open a connection."""\n'
+            "    timeout = settings.CONNECT_TIMEOUT\n    retries = 3\n"
+            "    raise TimeoutError(f'gave up after {timeout}s')\n"
+        ),
+    )
+    a = await ExtractiveAnswerer(similarity=similarity).answer(
+        "what is the connect timeout?", Retrieval([prose(0), prose(1), code])
+    )
+    lines = a.text.splitlines()[1:]
+    assert [ln.count("The timeout rule") for ln in lines[:2]] == [3, 2]
+    assert "`def connect(host)` Open a connection." in lines[2]
+    assert "`timeout = settings.CONNECT_TIMEOUT`" in lines[2]
+    assert "`raise TimeoutError(f'gave up after {timeout}s')`" in lines[2]
+    assert "retries = 3" not in lines[2]
+
+
+def test_quoted_restructuredtext_backticks_never_hide_a_citation() -> None:
+    """A quote of reStructuredText wrapped in the answer's own backticks begins "```exc_info``":
+    read as a fence it ran to the next such quote and took the citation between them with it
+    (a source silently dropped from a structlog answer)."""
+    sources = [src(0), src(1)]
+    text = (
+        "• a.py: ```exc_info`` is passed on.` `for kw in NAMES` [1]\n"
+        "• b.py: ```exc_info`` field into the ``exception`` field.` [2]"
+    )
+    out, kept, rep = finalize_citations(text, sources)
+    assert [s.url for s in kept] == ["u0", "u1"] and rep.dropped_sources == 0
+    assert out.endswith("[2]") and "NAMES` [1]" in out

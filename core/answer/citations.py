@@ -17,8 +17,11 @@ from dataclasses import dataclass, replace
 
 from core.models import MARKER, Answer, Retrieval, Source
 
-# Code spans and fences: a "[0]" there is an index, not a citation.
-_CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+# Code spans and fences: a "[0]" there is an index, not a citation. A fence is three backticks
+# that end their line (an optional language after them): quoted reStructuredText — "``exc_info``"
+# inside a quote's own backticks reads "```exc_info``" — is not one, or it would run to the next
+# such quote and swallow every citation between them.
+_CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
 
 
 @dataclass
