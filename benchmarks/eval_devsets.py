@@ -194,10 +194,11 @@ def summary_rows(
                 default=None,
             )
             fact = f"{m.fact:.3f}" if m.fact is not None else "-"
+            quoted = f"{m.quoted:.3f}" if m.quoted is not None else "-"
             base = f"{best.mrr:.3f}" if best is not None else "-"
             rows.append(
                 f"| {name} | {split} | {group} | {level} | {g} | {m.n} | {m.hit1:.3f} | "
-                f"{m.hitk:.3f} | {m.mrr:.3f} | {fact} | {base} |"
+                f"{m.hitk:.3f} | {m.mrr:.3f} | {fact} | {quoted} | {base} |"
             )
     return rows
 
@@ -224,9 +225,9 @@ async def run(args: argparse.Namespace) -> int:
                           retrieval, frozenset(fixes[name].values()))  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
-        "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | "
+        "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | quoted | "
         "best baseline MRR |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     results: dict[str, Any] = {}
     try:

@@ -76,6 +76,7 @@ async def test_cited_level_scores_what_the_answer_cites(sample, tmp_path: Path) 
     assert all(r.level == "cited" for r in reports.values())
     md = markdown(reports, 6)
     assert md.startswith("### Cited") and "full fact" in md and "full hit |" in md
+    assert "full quoted" in md
     await app.close()
 
 
@@ -93,3 +94,22 @@ def test_eval_questions_take_a_split_and_a_kind(tmp_path: Path) -> None:
     f.write_text("- {id: c, route: docs, question: q, gold: {paths: []}, split: dev}\n")
     with pytest.raises(ConfigError, match=r"question \[0\] split"):
         load_questions(f)
+
+
+def test_quoted_counts_only_what_the_answer_itself_says() -> None:
+    """fact: in the answer or its cited sources; quoted: in the answer's own text, what a
+    person reads before opening a source."""
+    from core.eval.metrics import QuestionResult, Report, facts_found
+    from core.models import Answer, Source
+
+    source = Source(collection="code", title="connect", url="u", text="TIMEOUT = 30\nretries = 3",
+                    score=1.0, path="client.py")  # fmt: skip
+    answer = Answer(text="• client.py: `TIMEOUT = 30` [1]", sources=[source])
+    facts = ["timeout = 30", "retries = 3"]
+    assert facts_found(facts, answer) == 1.0
+    assert facts_found(facts, answer, quoted=True) == 0.5
+    assert facts_found([], answer, quoted=True) is None
+    rep = Report(k=6, system="full", level="cited")
+    rep.results = [QuestionResult("a", "en", "code", 1, ["code"], 1.0, None, 1.0, 0.5)]
+    assert rep.groups()["overall"].to_json()["quoted"] == 0.5
+    assert "quoted" in rep.table()

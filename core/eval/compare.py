@@ -127,7 +127,7 @@ def markdown(reports: dict[str, Report], k: int) -> str:
     groups = _groups(reports)
     cited = any(r.level == "cited" for r in reports.values())
     hit = "hit" if cited else f"hit@{k}"
-    cols = ["hit@1", hit, "MRR", *(["fact"] if cited else [])]
+    cols = ["hit@1", hit, "MRR", *(["fact", "quoted"] if cited else [])]
     head = "| group | " + " | ".join(f"{s} {c}" for s in reports for c in cols) + " |"
     title = (
         f"### Cited: what the answer cites (top {k} retrieved, then the answerer), per system"
@@ -145,6 +145,7 @@ def markdown(reports: dict[str, Report], k: int) -> str:
             cells += [f"{m.hit1:.3f}", f"{m.hitk:.3f}", f"{m.mrr:.3f}"]
             if cited:
                 cells.append(f"{m.fact:.3f}" if m.fact is not None else "")
+                cells.append(f"{m.quoted:.3f}" if m.quoted is not None else "")
         n = next(r.groups()[g].n for r in reports.values() if g in r.groups())
         lines.append(f"| {g} (n={n}) | " + " | ".join(cells) + " |")
     lines += ["", "Share of result slots per collection:", "", "| system | docs | code | issues |"]

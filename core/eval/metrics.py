@@ -22,8 +22,9 @@ hit@1, hit@k and MRR (reciprocal rank of the first hit within k). *Cited* (:func
 what a person sees — the sources the answer cites, in their citation order, as ``ask --json``
 returns them — hit@1 (the first cited source is gold), hit (any cited source is), MRR over the
 citations, and *fact*: the share of the question's ``answer_facts`` found (case-insensitively) in
-the answer's text or its cited sources' text. Both report overall, per route, per language and
-per kind, and the share of slots each collection took.
+the answer's text or its cited sources' text, and *quoted*: the share found in the answer's own
+text — what a person reads before opening a source. Both report overall, per route, per language
+and per kind, and the share of slots each collection took.
 
 With ``--judge`` (:func:`run_judged`) each question is also answered through the service and the
 answer judged for faithfulness and ``answer_facts`` coverage (``judge.py``).
@@ -135,6 +136,7 @@ class QuestionResult:
     ms: float
     kind: str | None = None
     facts: float | None = None  # share of answer_facts found (cited level; None: none given)
+    quoted: float | None = None  # share of them in the answer's own text (cited level)
 
 
 @dataclass
@@ -144,6 +146,7 @@ class Metrics:
     hitk: float = 0.0
     mrr: float = 0.0
     fact: float | None = None  # mean share of answer_facts found, over questions that have some
+    quoted: float | None = None  # the same, in the answer's own text only
 
     @classmethod
     def of(cls, results: list[QuestionResult]) -> Metrics:
@@ -151,12 +154,14 @@ class Metrics:
         if not n:
             return cls()
         facts = [r.facts for r in results if r.facts is not None]
+        quoted = [r.quoted for r in results if r.quoted is not None]
         return cls(
             n=n,
             hit1=sum(r.rank == 1 for r in results) / n,
             hitk=sum(r.rank is not None for r in results) / n,
             mrr=sum(1.0 / r.rank for r in results if r.rank) / n,
             fact=sum(facts) / len(facts) if facts else None,
+            quoted=sum(quoted) / len(quoted) if quoted else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -164,6 +169,8 @@ class Metrics:
                                "hit@k": round(self.hitk, 4), "mrr": round(self.mrr, 4)}  # fmt: skip
         if self.fact is not None:
             out["fact"] = round(self.fact, 4)
+        if self.quoted is not None:
+            out["quoted"] = round(self.quoted, 4)
         return out
 
 
@@ -211,11 +218,12 @@ class Report:
         lines = [
             f"system: {self.system}   level: {self.level}   k={self.k}   "
             f"questions={len(self.results)}",
-            f"{'group':<16}{'n':>5}{'hit@1':>9}{hit:>9}{'MRR':>9}{'fact':>9}",
+            f"{'group':<16}{'n':>5}{'hit@1':>9}{hit:>9}{'MRR':>9}{'fact':>9}{'quoted':>9}",
         ]
         for g, m in self.groups().items():
             fact = f"{m.fact:>9.3f}" if m.fact is not None else f"{'-':>9}"
-            lines.append(f"{g:<16}{m.n:>5}{m.hit1:>9.3f}{m.hitk:>9.3f}{m.mrr:>9.3f}{fact}")
+            quoted = f"{m.quoted:>9.3f}" if m.quoted is not None else f"{'-':>9}"
+            lines.append(f"{g:<16}{m.n:>5}{m.hit1:>9.3f}{m.hitk:>9.3f}{m.mrr:>9.3f}{fact}{quoted}")
         share = ", ".join(f"{c} {v:.0%}" for c, v in self.slot_share().items())
         lines.append(f"slot share: {share}")
         return "\n".join(lines)
@@ -242,11 +250,13 @@ async def run_eval(
     return rep
 
 
-def facts_found(facts: list[str], answer: Answer) -> float | None:
-    """Share of ``facts`` in the answer's text or its cited sources' text (case-insensitive)."""
+def facts_found(facts: list[str], answer: Answer, quoted: bool = False) -> float | None:
+    """Share of ``facts`` in the answer's text or its cited sources' text (case-insensitive);
+    ``quoted``: in the answer's own text only."""
     if not facts:
         return None
-    seen = "\n".join([answer.text, *(s.text for s in answer.sources)]).lower()
+    shown = [answer.text] if quoted else [answer.text, *(s.text for s in answer.sources)]
+    seen = "\n".join(shown).lower()
     return sum(f.lower() in seen for f in facts) / len(facts)
 
 
@@ -270,6 +280,7 @@ async def run_cited(
                 ms,
                 q.kind,
                 facts_found(q.answer_facts, a),
+                facts_found(q.answer_facts, a, quoted=True),
             )
         )
     return rep
