@@ -206,3 +206,31 @@ def test_quoted_restructuredtext_backticks_never_hide_a_citation() -> None:
     out, kept, rep = finalize_citations(text, sources)
     assert [s.url for s in kept] == ["u0", "u1"] and rep.dropped_sources == 0
     assert out.endswith("[2]") and "NAMES` [1]" in out
+
+
+@pytest.mark.asyncio
+async def test_a_code_line_with_backticks_of_its_own_is_not_wrapped_again() -> None:
+    """reStructuredText in a docstring line, a template literal: wrapped in the answer's own
+    backticks they read "```exc_info``", which chat clients take for a code block."""
+    code = src(
+        0,
+        "code",
+        (
+            "log.py › render\ndef render(event):\n    x = 1\n"
+            "    ``exc_info`` and ``stack_info`` are passed as kwargs\n"
+            "    url = `${base}/render`\n"
+        ),
+    )
+    a = await ExtractiveAnswerer().answer("how are exc_info and stack_info passed to render?",
+                                          Retrieval([code]))  # fmt: skip
+    assert "``exc_info`` and ``stack_info`` are passed as kwargs" in a.text
+    assert "```" not in a.text and "`def render(event)`" in a.text
+
+
+def test_rust_doc_comments_are_quoted_without_their_slashes() -> None:
+    from core.answer.extractive import _code_quotes
+
+    rs = "/// What theme should `bat` use?\n///\n/// The easiest way.\npub enum Theme {}\n"
+    assert _code_quotes(rs)[1:] == ["What theme should `bat` use?", "The easiest way."]
+    inner = "//! `bat` is a library.\npub mod assets;\n"
+    assert _code_quotes(inner) == ["`pub mod assets;`", "`bat` is a library."]

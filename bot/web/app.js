@@ -77,10 +77,13 @@ function describe() {
   info.textContent = [inst.repository, at].filter(Boolean).join(" · ");
 }
 
-// Answer text: paragraphs, ``` fences as code, [n] markers as links to the numbered source.
+// Answer text: paragraphs, ``` fences as code, [n] markers as links to the numbered source. A
+// fence opens at the start of a line: a quote of reStructuredText in the answer's backticks
+// ("```exc_info``" mid-line) is not one, or the rest of the answer became code, its citations
+// with it.
 function renderAnswer(box, text, turn) {
   box.replaceChildren();
-  const blocks = text.split(/(```[^\n]*\n[\s\S]*?(?:```|$))/);
+  const blocks = text.split(/(^```[^\n]*\n[\s\S]*?(?:^```|(?![\s\S])))/m);
   for (const block of blocks) {
     if (!block) continue;
     if (block.startsWith("```")) {

@@ -139,7 +139,7 @@ def _code_quotes(body: str, symbol: str | None = None) -> list[str]:
     comment = doc.group(1) or doc.group(2) if doc else None
     if comment is None:
         cl = [
-            re.sub(r"^\s*(#|//|/\*+|\*)\s?", "", ln)
+            re.sub(r"^\s*(#|//[/!]?|/\*+|\*)\s?", "", ln)  # Rust's /// and //! too
             for ln in lines
             if re.match(r"\s*(#|//|/\*|\*)", ln)
         ]
@@ -276,7 +276,8 @@ class ExtractiveAnswerer:
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             chosen = self._choose(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0)
-            lines.append(f"• {label(src)}: {' '.join(quote(q.text) for q in chosen)} [{i + 1}]")
+            shown = " ".join(quote(_unwrapped(q.text)) for q in chosen)
+            lines.append(f"• {label(src)}: {shown} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -357,6 +358,15 @@ class ExtractiveAnswerer:
                 min(qs, key=lambda q: q.pos)
             ]
         return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
+
+
+def _unwrapped(text: str) -> str:
+    """A code quote as the answer shows it: in backticks, unless it holds backticks of its own
+    (reStructuredText's ``exc_info``, a template literal) — wrapped, those made runs like
+    "```exc_info``" that chat clients render as a code block running on to the next quote;
+    unwrapped, its own backticks mark its code."""
+    inner = text[1:-1] if len(text) > 2 and text[0] == text[-1] == "`" else ""
+    return inner if "`" in inner else text
 
 
 def _sources_language(sources: list[Source]) -> str | None:
