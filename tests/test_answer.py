@@ -225,6 +225,10 @@ async def test_a_code_line_with_backticks_of_its_own_is_not_wrapped_again() -> N
                                           Retrieval([code]))  # fmt: skip
     assert "``exc_info`` and ``stack_info`` are passed as kwargs" in a.text
     assert "```" not in a.text and "`def render(event)`" in a.text
+    # a sentence that begins and ends with code spans is prose, shown as written
+    docs = src(1, text="api.md › Render\nThe hook:\n\n`render` returns `None`\n")
+    b = await ExtractiveAnswerer().answer("what does render return?", Retrieval([docs]))
+    assert "`render` returns `None` [1]" in b.text
 
 
 def test_rust_doc_comments_are_quoted_without_their_slashes() -> None:

@@ -194,6 +194,7 @@ class _Quote:
     words: float  # idf-weighted words shared with the question
     cos: float = 0.0  # embedding similarity to the question (0 without a similarity)
     signature: bool = False
+    line: bool = False  # a code line (``_code_lines``), wrapped in backticks here
 
 
 class ExtractiveAnswerer:
@@ -276,7 +277,7 @@ class ExtractiveAnswerer:
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             chosen = self._choose(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0)
-            shown = " ".join(quote(_unwrapped(q.text)) for q in chosen)
+            shown = " ".join(quote(_unwrapped(q.text) if q.line else q.text) for q in chosen)
             lines.append(f"• {label(src)}: {shown} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
@@ -302,18 +303,20 @@ class ExtractiveAnswerer:
             if src.collection == "code":
                 units = _sentences(src)
                 sig = min(1, len(units))
-                units += [u for u in _code_lines(_body(src), qset) if u not in units]
+                code = _code_lines(_body(src), qset)
             else:
                 units, blocks = _prose_and_blocks(src)
                 sig = 0
                 code = _code_lines("\n".join(blocks), qset, skip=0)
-                units += [u for u in dict.fromkeys(code) if u not in units]
+            code = [u for u in dict.fromkeys(code) if u not in units]
+            units += code
             if not units:  # nothing quotable (a bare heading): its first line, not silence
                 body = [ln.strip() for ln in _body(src).splitlines()]
                 first = next((t for t in body if t and not _FENCE_LINE.match(t)), "")
                 units = [clip(first, 160)] if first else []
-            per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code")
-                        for pos, u in enumerate(units)])  # fmt: skip
+            lines = set(code)
+            per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code",
+                               line=u in lines) for pos, u in enumerate(units)])  # fmt: skip
         # Rarer question terms weigh more: idf over the units at hand.
         n = max(sum(len(qs) for qs in per), 1)
         df: dict[str, int] = {}
@@ -361,7 +364,7 @@ class ExtractiveAnswerer:
 
 
 def _unwrapped(text: str) -> str:
-    """A code quote as the answer shows it: in backticks, unless it holds backticks of its own
+    """A code line as the answer shows it: in backticks, unless it holds backticks of its own
     (reStructuredText's ``exc_info``, a template literal) — wrapped, those made runs like
     "```exc_info``" that chat clients render as a code block running on to the next quote;
     unwrapped, its own backticks mark its code."""
