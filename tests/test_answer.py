@@ -238,3 +238,46 @@ def test_rust_doc_comments_are_quoted_without_their_slashes() -> None:
     assert _code_quotes(rs)[1:] == ["What theme should `bat` use?", "The easiest way."]
     inner = "//! `bat` is a library.\npub mod assets;\n"
     assert _code_quotes(inner) == ["`pub mod assets;`", "`bat` is a library."]
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("Using fd with `fzf", "Using fd with `fzf`"),  # a heading's closing cut off
+        ("bat` as a library", "`bat` as a library"),  # its opening cut off
+        ("var Help = `NAME:", "var Help = `NAME:`"),  # a Go raw string opened on this line
+        ("set the `Retry-After header and the …", "set the `Retry-After header and the` …"),
+        ("set the `Retry-After …", "set the `Retry-After` …"),
+        ("addHelpText('after', ` …", "addHelpText('after', …"),  # the clip kept only a backtick
+        ("`MaybeEncodingError... when `x`", "`MaybeEncodingError...` when `x`"),
+        ("`a` and `b`", "`a` and `b`"),  # already paired: as written
+        ("no code at all", "no code at all"),
+    ],
+)
+def test_code_spans_are_paired_within_a_quote(text: str, shown: str) -> None:
+    from core.answer.citations import balance_ticks
+
+    assert balance_ticks(text) == shown
+
+
+@pytest.mark.asyncio
+async def test_a_quoted_line_never_leaves_a_code_span_open() -> None:
+    """A span the sentence splitter cut in two is whole again when both halves are quoted side
+    by side; a title with one backtick too few and reStructuredText's ``literal`` are shown as
+    spans that close (an open one ran on through the citation into the next source's line)."""
+    issue = src(
+        0,
+        "issues",
+        "#7 Completion fails with `Unsupported use\nRunning `completion fish` "
+        "fails: `Unsupported use of '='. In fish, please use 'set x'.` points at a line.",
+    )
+    issue.title = "#7 Completion fails with `Unsupported use"
+    rst = src(1, text="api.rst › API\nThe ``exc_info`` key is rendered by ``format_exc_info``.")
+    a = await ExtractiveAnswerer(per_source=3).answer(
+        "why does fish completion fail with Unsupported use of '='?", Retrieval([issue, rst])
+    )
+    lines = a.text.split("\n")[1:]
+    assert all(len(re.findall(r"(?<!`)`(?!`)", ln)) % 2 == 0 for ln in lines), a.text
+    assert "`Unsupported use of '='. In fish, please use 'set x'.`" in a.text
+    assert lines[0].startswith("• #7 Completion fails with `Unsupported` use: ")
+    assert "The `exc_info` key is rendered by `format_exc_info`." in a.text

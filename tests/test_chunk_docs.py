@@ -159,3 +159,24 @@ def test_a_long_code_block_is_split_into_fenced_pieces_with_their_own_lines() ->
     assert inner == ["{", *code, "}"]
     starts = [c.piece.start_line for c in fenced]
     assert starts == sorted(starts) and len(set(starts)) == len(starts)
+
+
+def test_heading_titles_keep_their_code_spans_paired() -> None:
+    """Only markup that wraps the whole title goes: stripping backticks and underscores from
+    the ends made `Config` and `Server` into "Config` and `Server" and `__init__` into "init"."""
+    md = (
+        "# `Config` and `Server` instances\n\nA.\n\n## Using fd with `fzf`\n\nB.\n\n"
+        "## `__init__`\n\nC.\n\n## **Note**\n\nD.\n\n"
+        '## <a id="json"></a> Parsing fails with `MalformedJsonException`\n\nE.\n'
+    )
+    assert [c.title for c in chunk_doc("x.md", md, words, 100)] == [
+        "`Config` and `Server` instances",
+        "`Config` and `Server` instances › Using fd with `fzf`",
+        "`Config` and `Server` instances › __init__",
+        "`Config` and `Server` instances › Note",
+        "`Config` and `Server` instances › Parsing fails with `MalformedJsonException`",
+    ]
+    rst = "``structlog.processors`` Module\n===============================\n\nText.\n"
+    assert [c.title for c in chunk_doc("x.rst", rst, words, 100)] == [
+        "`structlog.processors` Module"
+    ]

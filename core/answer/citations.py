@@ -87,10 +87,67 @@ def clip(s: str, n: int = 320) -> str:
     return cut + " …"
 
 
-def quote(s: str, n: int = 320) -> str:
-    """Source text to quote in an answer: clipped, and any "[3]" of its own turned into "［3］"
-    so that it is never taken for one of our citation markers."""
-    return MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
+def quote(s: str, n: int = 320, code: bool = False) -> str:
+    """Source text to quote in an answer: clipped, any "[3]" of its own turned into "［3］" so
+    that it is never taken for one of our citation markers; prose (not ``code``) also has
+    reStructuredText's ``literal`` as the `literal` chat clients read. The answerer pairs its
+    code spans (:func:`balance_ticks`) once it has joined adjacent sentences."""
+    s = MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
+    return s if code else _RST_LITERAL.sub(r"`\1`", s)
+
+
+_RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
+_TICK = re.compile(r"(?<!`)`(?!`)")  # one backtick, not part of a run
+_CLOSES = frozenset(",.;:!?)]}'\"")
+
+
+def balance_ticks(s: str) -> str:
+    """Text whose single backticks pair up, so that a chat client's code span ends inside the
+    quote: a sentence cut inside a span (by the clip, by the sentence splitter), a heading or an
+    issue title written with one backtick too few, a code line that opens a template literal.
+    Read left to right, a backtick that can only close (after a word, before a space, a
+    punctuation mark or the end) while no span is open lost its opening, which goes at the start
+    of its word; a span still open at the end lost its closing, which goes at the end of the
+    quote when the clip cut it, else at the end of its word. A fix that would make a run of
+    backticks (read as a fence or a wider span) gives way to closing the first span at the end
+    of its word. Nothing is removed but a backtick the clip left alone before its ellipsis."""
+    ticks = [m.start() for m in _TICK.finditer(s)]
+    if len(ticks) % 2 == 0:
+        return s
+    if s.endswith("` …") and ticks[-1] == len(s) - 3:  # the clip kept only a span's opening
+        return s[:-3].rstrip() + " …"
+    fixes = [_tick_fix(s, ticks), _word_end(s, ticks[0])]
+    for at in fixes:
+        if at is not None and s[at - 1 : at] != "`" and s[at : at + 1] != "`":
+            return s[:at] + "`" + s[at:]
+    return s
+
+
+def _word_end(s: str, t: int) -> int:
+    end = t + 1
+    while end < len(s) and not s[end].isspace():
+        end += 1
+    return end
+
+
+def _tick_fix(s: str, ticks: list[int]) -> int | None:
+    """Where :func:`balance_ticks` puts the missing backtick, reading the spans left to right."""
+    opened = -1
+    for t in ticks:
+        if opened >= 0:
+            opened = -1
+            continue
+        before = s[t - 1] if t else " "
+        after = s[t + 1] if t + 1 < len(s) else " "
+        if not before.isspace() and (after.isspace() or after in _CLOSES):
+            at = t
+            while at > 0 and not s[at - 1].isspace():
+                at -= 1
+            return at
+        opened = t
+    if s.endswith(" …") and opened == ticks[-1]:
+        return len(s) - 2
+    return _word_end(s, opened) if opened >= 0 else None
 
 
 _TEXTS = {
@@ -150,8 +207,10 @@ def no_answer(
 
 
 def label(src: Source) -> str:
+    """How an answer names a source: an issue's title, a code file and its symbol, a docs file
+    and its heading path (code spans paired, as in quotes)."""
     if src.collection == "issues":
-        return src.title
+        return balance_ticks(src.title)
     if src.collection == "code":
         return f"{src.path} ({src.symbol})" if src.symbol else f"{src.path}"
-    return f"{src.path} › {src.title}" if src.title != src.path else f"{src.path}"
+    return f"{src.path} › {balance_ticks(src.title)}" if src.title != src.path else f"{src.path}"

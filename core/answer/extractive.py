@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from core.answer.base import OnText
 from core.answer.citations import (
+    balance_ticks,
     clip,
     finalize_citations,
     label,
@@ -277,8 +278,7 @@ class ExtractiveAnswerer:
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             chosen = self._choose(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0)
-            shown = " ".join(quote(_unwrapped(q.text) if q.line else q.text) for q in chosen)
-            lines.append(f"• {label(src)}: {shown} [{i + 1}]")
+            lines.append(f"• {label(src)}: {_shown(chosen)} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -361,6 +361,21 @@ class ExtractiveAnswerer:
                 min(qs, key=lambda q: q.pos)
             ]
         return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
+
+
+def _shown(chosen: list[_Quote]) -> str:
+    """A source's quotes as the answer shows them, their code spans paired: per run of adjacent
+    sentences (a span the sentence splitter cut in two is whole again once they are joined), per
+    code line otherwise."""
+    runs: list[tuple[_Quote, str]] = []
+    for q in chosen:
+        text = quote(_unwrapped(q.text), code=True) if q.line else quote(q.text)
+        prev = runs[-1][0] if runs else None
+        if prev is not None and not (q.line or prev.line) and q.pos == prev.pos + 1:
+            runs[-1] = (q, f"{runs[-1][1]} {text}")
+        else:
+            runs.append((q, text))
+    return " ".join(balance_ticks(text) for _, text in runs)
 
 
 def _unwrapped(text: str) -> str:

@@ -128,9 +128,23 @@ def _rst_sections(lines: list[str]) -> list[Section]:
     return sections
 
 
+# A heading's whole text in one span: `name`, **Note**, *fd* (the markup is dropped).
+_WRAPPED = re.compile(r"(`|\*\*|\*|__|_)(.+?)\1")
+_ANCHOR = re.compile(r"<a\b[^>]*>\s*</a>", re.I)  # <a id="x"></a>, a link target, no text
+_RST_LITERAL = re.compile(r"(?<!`)``([^`]+?)``(?!`)")
+
+
 def _clean_title(t: str) -> str:
+    """A heading as its path shows it: links as their text, empty anchors dropped,
+    reStructuredText's ``literal`` as `literal`, and markup that wraps the whole title dropped
+    — only then: stripping backticks and underscores from the ends cut `Config` and `Server`
+    to "Config` and `Server" (spans no longer paired) and `__init__` to "init"."""
     t = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", t)  # [text](link) -> text
-    return t.strip().strip("`*_").strip() or "(untitled)"
+    t = _RST_LITERAL.sub(r"`\1`", _ANCHOR.sub("", t)).strip()
+    m = _WRAPPED.fullmatch(t)
+    if m and m.group(1) not in m.group(2):
+        t = m.group(2).strip()
+    return t or "(untitled)"
 
 
 def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> list[DocChunk]:
