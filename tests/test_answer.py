@@ -281,3 +281,13 @@ async def test_a_quoted_line_never_leaves_a_code_span_open() -> None:
     assert "`Unsupported use of '='. In fish, please use 'set x'.`" in a.text
     assert lines[0].startswith("• #7 Completion fails with `Unsupported` use: ")
     assert "The `exc_info` key is rendered by `format_exc_info`." in a.text
+
+
+def test_only_a_dropped_marker_takes_the_space_before_it() -> None:
+    """The tidy-up after a dropped marker once removed every space before ".,;:" in the answer,
+    quotes included: Ruby's `option :force` became `option:force`, ":meth:" ran into the word
+    before it."""
+    text = "A [9]. `method_option :force, type: :boolean` [1] By default, :meth:`load` [1] x [0] y"
+    out, _, rep = finalize_citations(text, [src(0)])
+    assert out == "A. `method_option :force, type: :boolean` [1] By default, :meth:`load` [1] x y"
+    assert rep.dropped_markers == 2

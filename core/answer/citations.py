@@ -24,6 +24,9 @@ from core.models import MARKER, Answer, Retrieval, Source
 _CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
 
 
+_GONE = "\x00"  # a dropped marker, until the space before it goes too
+
+
 @dataclass
 class CitationReport:
     dropped_markers: int = 0
@@ -42,7 +45,7 @@ def finalize_citations(
         i = int(m.group(1)) - 1
         if not 0 <= i < len(sources):
             report.dropped_markers += 1
-            return ""
+            return _GONE
         if i not in order:
             order.append(i)
         return f"[{order.index(i) + 1}]"
@@ -56,7 +59,9 @@ def finalize_citations(
     pieces.append(MARKER.sub(visit, text[last:]))
     new_text = "".join(pieces)
     new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
-    new_text = re.sub(r"[ \t]+([.,;:])", r"\1", new_text).strip()
+    # Where a marker went, so does the space before it ("C [9]." -> "C."); nowhere else: the
+    # quotes keep their own (":meth:`load`", Ruby's "option :force").
+    new_text = re.sub(r"[ \t]*\x00(?:[ \t]*(?=[.,;:]))?", "", new_text).strip()
     kept = []
     for n, i in enumerate(order, start=1):
         s = sources[i]
