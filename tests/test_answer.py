@@ -291,3 +291,27 @@ def test_only_a_dropped_marker_takes_the_space_before_it() -> None:
     out, _, rep = finalize_citations(text, [src(0)])
     assert out == "A. `method_option :force, type: :boolean` [1] By default, :meth:`load` [1] x y"
     assert rep.dropped_markers == 2
+
+
+@pytest.mark.asyncio
+async def test_restructuredtext_code_is_quoted_as_code() -> None:
+    """A literal block ("::", a code directive) and a doctest are code: quoted in backticks as
+    code lines, never as bare prose sentences; the directive lines themselves are not quoted."""
+    rst = (
+        "index.rst › Whether to retry\n"
+        "Retry only on some exceptions::\n\n"
+        "    @retry(retry=retry_if_exception_type(IOError))\n"
+        "    def might_io_error():\n        pass\n\n"
+        ".. code-block:: python\n   :linenos:\n\n"
+        "   @retry(retry=retry_if_not_exception_type(ClientError))\n"
+        "   def might_client_error():\n       pass\n\n"
+        ".. note::\n\n   The exception types are matched with isinstance.\n"
+    )
+    doc = src(0, text=rst)
+    doc.path = "index.rst"
+    a = await ExtractiveAnswerer(per_source=4).answer(
+        "how do I retry only on an IOError exception type?", Retrieval([doc])
+    )
+    assert "`@retry(retry=retry_if_exception_type(IOError))`" in a.text
+    assert "code-block" not in a.text and ".. note" not in a.text and ":linenos:" not in a.text
+    assert re.search(r"(?<!`)@retry\(", a.text) is None  # no code shown as prose

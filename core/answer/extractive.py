@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import textwrap
 from dataclasses import dataclass
 
 from core.answer.base import OnText
@@ -49,6 +50,10 @@ def _prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
         lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
     out: list[str] = []
     blocks: list[str] = []
+    if (src.path or "").lower().endswith(".rst"):
+        lines, blocks = _rst_literals(lines)
+        for b in blocks:
+            out.extend(_comment_sentences(b.splitlines()))
     for u in prose_units(lines, 1):
         t = u.text.strip()
         if t.startswith(("```", "~~~")):
@@ -60,6 +65,57 @@ def _prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
                 out.append(t)  # a table row, verbatim (an option, its default, its meaning)
         elif len(t) >= 3:
             out.append(t)
+    return out, blocks
+
+
+# reStructuredText's code: the indented block after one of these directives, or after a
+# paragraph ending "::" (not a directive: ".. note::" holds prose).
+_RST_CODE = re.compile(r"\.\.\s+(code-block|code|sourcecode|doctest|testcode|testsetup)::", re.I)
+_RST_DIRECTIVE = re.compile(r"\.\.\s+[\w:-]+::\s*$")  # no argument: ".. note::"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _rst_literals(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines with reStructuredText's literal blocks, code directives and doctest paragraphs
+    (">>>") blanked, and those blocks' code, dedented: quoted as code lines, not as prose
+    sentences ("@retry(stop=stop_after_delay(10))" with no backticks, the directive line)."""
+    out, blocks, n, i = list(lines), [], len(lines), 0
+    while i < n:
+        t = lines[i].strip()
+        if t.startswith(">>>"):
+            j = i
+            while j < n and lines[j].strip():
+                j += 1
+            blocks.append("\n".join(ln.strip() for ln in lines[i:j]))
+            out[i:j] = [""] * (j - i)
+            i = j
+            continue
+        directive = _RST_CODE.match(t)
+        if not (directive or (t.endswith("::") and not t.startswith(".."))):
+            if _RST_DIRECTIVE.match(t):
+                out[i] = ""  # ".. note::": its content is prose, the line itself is not
+            i += 1
+            continue
+        base, j = _indent(lines[i]), i + 1
+        if directive:
+            out[i] = ""
+            while j < n and lines[j].strip().startswith(":") and _indent(lines[j]) > base:
+                out[j] = ""  # the directive's options (":linenos:")
+                j += 1
+        while j < n and not lines[j].strip():
+            j += 1
+        k = j
+        while k < n and (not lines[k].strip() or _indent(lines[k]) > base):
+            k += 1
+        while k > j and not lines[k - 1].strip():
+            k -= 1
+        if k > j:
+            blocks.append(textwrap.dedent("\n".join(lines[j:k])))
+            out[j:k] = [""] * (k - j)
+        i = max(k, i + 1)
     return out, blocks
 
 
@@ -308,6 +364,7 @@ class ExtractiveAnswerer:
                 units, blocks = _prose_and_blocks(src)
                 sig = 0
                 code = _code_lines("\n".join(blocks), qset, skip=0)
+            units = list(dict.fromkeys(units))  # a line a section repeats is quoted once
             code = [u for u in dict.fromkeys(code) if u not in units]
             units += code
             if not units:  # nothing quotable (a bare heading): its first line, not silence
