@@ -315,3 +315,42 @@ async def test_restructuredtext_code_is_quoted_as_code() -> None:
     assert "`@retry(retry=retry_if_exception_type(IOError))`" in a.text
     assert "code-block" not in a.text and ".. note" not in a.text and ":linenos:" not in a.text
     assert re.search(r"(?<!`)@retry\(", a.text) is None  # no code shown as prose
+
+
+def test_sphinx_and_myst_roles_are_shown_as_what_they_name() -> None:
+    from core.answer.citations import quote
+
+    text = (
+        "By default, :meth:`Schema.load` raises a :exc:`ValidationError "
+        "<marshmallow.exceptions.ValidationError>`; with {class}`~structlog.ProcessorFormatter` "
+        "(:issue:`1342`, :pr:`1448`, thanks :user:`sloria`) see :py:func:`foo.bar`."
+    )
+    assert quote(text) == (
+        "By default, `Schema.load` raises a `ValidationError`; with "
+        "`structlog.ProcessorFormatter` (#1342, #1448, thanks @sloria) see `foo.bar`."
+    )
+    assert quote("/users/{userId}` and `:nodoc:`") == "/users/{userId}` and `:nodoc:`"
+    assert quote(":meth:`x` in code", code=True) == ":meth:`x` in code"  # code as written
+
+
+@pytest.mark.asyncio
+async def test_a_docstring_line_shows_roles_and_literals_as_code_spans() -> None:
+    """A Python docstring's line quoted as one of a code source's lines: its roles and
+    ``literals`` read as spans; in JavaScript two backticks are code, kept as written."""
+    py = src(0, "code", (
+        "schema.py › validates_schema\ndef validates_schema(fn=None, skip_on_field_errors=True):\n"
+        '    """Register a schema-level validator.\n\n'
+        "    If ``skip_on_field_errors=True``, the validator is skipped when the\n"
+        "    :func:`~marshmallow.Schema.validate` call found field errors.\n"
+        '    """\n    return set_hook(fn, VALIDATES_SCHEMA)\n'
+    ))  # fmt: skip
+    py.path = "schema.py"
+    js = src(1, "code", "t.js › f\nfunction f(a) {\n  const skipped = `` + a + ``;\n}\n")
+    js.path = "t.js"
+    a = await ExtractiveAnswerer().answer(
+        "is the schema validator skipped on field errors? skip_on_field_errors skipped",
+        Retrieval([py, js]),
+    )
+    assert "If `skip_on_field_errors=True`, the validator is skipped" in a.text
+    assert ":func:" not in a.text and "``skip" not in a.text
+    assert "const skipped = `` + a + ``;" in a.text

@@ -94,14 +94,45 @@ def clip(s: str, n: int = 320) -> str:
 
 def quote(s: str, n: int = 320, code: bool = False) -> str:
     """Source text to quote in an answer: clipped, any "[3]" of its own turned into "［3］" so
-    that it is never taken for one of our citation markers; prose (not ``code``) also has
-    reStructuredText's ``literal`` as the `literal` chat clients read. The answerer pairs its
-    code spans (:func:`balance_ticks`) once it has joined adjacent sentences."""
+    that it is never taken for one of our citation markers; prose (not ``code``) also in the
+    markup chat clients read (:func:`prose_markup`). The answerer pairs its code spans
+    (:func:`balance_ticks`) once it has joined adjacent sentences."""
     s = MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
-    return s if code else _RST_LITERAL.sub(r"`\1`", s)
+    return s if code else prose_markup(s)
+
+
+def prose_markup(s: str, literals: bool = True) -> str:
+    """Documentation markup as chat clients read it: a Sphinx or MyST role as the span it names
+    (":meth:`load`" → "`load`", ":issue:`12`" → "#12"), and with ``literals`` reStructuredText's
+    ``literal`` as `literal` (not in code where two backticks mean something: a JavaScript
+    template literal, a Go raw string)."""
+    return _ROLE.sub(_role, _RST_LITERAL.sub(r"`\1`", s) if literals else s)
 
 
 _RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
+# A Sphinx role (":meth:`load`", ":py:class:`X`") or a MyST one ("{class}`X`") of a known name.
+_ROLES = (
+    "attr|class|const|data|doc|envvar|exc|file|func|issue|kbd|meth|mod|obj|option|pr|program|"
+    "ref|term|user|command|any|pep|rfc"
+)
+_ROLE = re.compile(
+    rf"(?:(?<![\w`]):(?:py:|std:)?(?P<a>{_ROLES}):|\{{(?:py:|std:)?(?P<b>{_ROLES})\}})"
+    r"`(?P<t>[^`\n]+)`"
+)
+_TITLED = re.compile(r"(.+?)\s*<[^<>]+>$")
+
+
+def _role(m: re.Match[str]) -> str:
+    """A role as the span it names: its title if it has one, else its target ("~" and "!"
+    dropped); an issue or pull request as #N, a user as @name."""
+    role, t = m.group("a") or m.group("b"), m.group("t").strip()
+    titled = _TITLED.match(t)
+    t = titled.group(1) if titled else t.lstrip("~!")
+    if role in ("issue", "pr") and t.isdigit():
+        return f"#{t}"
+    return f"@{t}" if role == "user" else f"`{t}`"
+
+
 _TICK = re.compile(r"(?<!`)`(?!`)")  # one backtick, not part of a run
 _CLOSES = frozenset(",.;:!?)]}'\"")
 

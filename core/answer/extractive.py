@@ -23,6 +23,7 @@ from core.answer.citations import (
     mark_cited,
     no_answer,
     phrase,
+    prose_markup,
     quote,
     snapshot,
 )
@@ -334,7 +335,8 @@ class ExtractiveAnswerer:
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             chosen = self._choose(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0)
-            lines.append(f"• {label(src)}: {_shown(chosen)} [{i + 1}]")
+            python = (src.path or "").endswith((".py", ".pyi"))
+            lines.append(f"• {label(src)}: {_shown(chosen, python)} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -420,13 +422,21 @@ class ExtractiveAnswerer:
         return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
 
 
-def _shown(chosen: list[_Quote]) -> str:
+def _shown(chosen: list[_Quote], python: bool = False) -> str:
     """A source's quotes as the answer shows them, their code spans paired: per run of adjacent
     sentences (a span the sentence splitter cut in two is whole again once they are joined), per
-    code line otherwise."""
+    code line otherwise. A code line shown unwrapped holds backticks of its own — a docstring's
+    line, mostly —: its roles are shown as what they name, and in Python (where code has no
+    backticks) its ``literals`` as `literals`."""
     runs: list[tuple[_Quote, str]] = []
     for q in chosen:
-        text = quote(_unwrapped(q.text), code=True) if q.line else quote(q.text)
+        if q.line:
+            shown = _unwrapped(q.text)
+            text = quote(shown, code=True)
+            if shown != q.text:
+                text = prose_markup(text, literals=python)
+        else:
+            text = quote(q.text)
         prev = runs[-1][0] if runs else None
         if prev is not None and not (q.line or prev.line) and q.pos == prev.pos + 1:
             runs[-1] = (q, f"{runs[-1][1]} {text}")
