@@ -102,14 +102,14 @@ async def test_a_method_is_quoted_by_its_own_signature_with_its_return_type() ->
 
 
 def test_a_signature_is_joined_over_its_brackets_only() -> None:
-    from core.answer.extractive import _code_quotes
+    from core.answer.quotable import code_quotes
 
     js = "export const DEFAULTS = [\n  'alpha',\n  'beta',\n];\n\nfunction run(x) {\n  f(x);\n}\n"
-    assert _code_quotes(js)[0] == "`export const DEFAULTS = [ 'alpha', 'beta', ];`"
+    assert code_quotes(js)[0] == "`export const DEFAULTS = [ 'alpha', 'beta', ];`"
     py = "def f(x): return x\n\n\nclass A:\n    pass\n"
-    assert _code_quotes(py)[0] == "`def f(x): return x`"
+    assert code_quotes(py)[0] == "`def f(x): return x`"
     long = "def g(\n" + "".join(f"    arg{i}: int = {i},\n" for i in range(15)) + ") -> Widget:\n"
-    quoted = _code_quotes(long)[0]
+    quoted = code_quotes(long)[0]
     assert quoted.startswith("`def g(arg0: int = 0,") and quoted.endswith("… ) -> Widget`")
 
 
@@ -232,12 +232,12 @@ async def test_a_code_line_with_backticks_of_its_own_is_not_wrapped_again() -> N
 
 
 def test_rust_doc_comments_are_quoted_without_their_slashes() -> None:
-    from core.answer.extractive import _code_quotes
+    from core.answer.quotable import code_quotes
 
     rs = "/// What theme should `bat` use?\n///\n/// The easiest way.\npub enum Theme {}\n"
-    assert _code_quotes(rs)[1:] == ["What theme should `bat` use?", "The easiest way."]
+    assert code_quotes(rs)[1:] == ["What theme should `bat` use?", "The easiest way."]
     inner = "//! `bat` is a library.\npub mod assets;\n"
-    assert _code_quotes(inner) == ["`pub mod assets;`", "`bat` is a library."]
+    assert code_quotes(inner) == ["`pub mod assets;`", "`bat` is a library."]
 
 
 @pytest.mark.parametrize(
@@ -255,7 +255,7 @@ def test_rust_doc_comments_are_quoted_without_their_slashes() -> None:
     ],
 )
 def test_code_spans_are_paired_within_a_quote(text: str, shown: str) -> None:
-    from core.answer.citations import balance_ticks
+    from core.answer.markup import balance_ticks
 
     assert balance_ticks(text) == shown
 

@@ -1,0 +1,215 @@
+"""What a source offers to quote, before the answerer chooses: a docs or issues source's
+sentences, table rows and code blocks' comments (prose) and the code of those blocks
+(:func:`prose_and_blocks` — a fence, or in reStructuredText a literal block, a code directive, a
+doctest); a code source's definition (its signature joined over its lines), docstring and
+comment sentences (:func:`code_quotes`) and the lines that may hold an answer
+(:func:`code_lines`: a raise, a default, an environment variable, a return, a string literal).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from core.answer.citations import clip
+from core.chunk.text import prose_units
+from core.lexical import terms
+from core.models import Source
+
+
+def body(src: Source) -> str:
+    return src.text.split("\n", 1)[1] if "\n" in src.text else src.text
+
+
+def prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
+    """A docs or issues source's quotable text: its sentences, table rows and the comments of
+    its code blocks (prose), and the code of those blocks (for :func:`code_lines`). A section
+    that is one code block — an options object whose comments say what each key does — has
+    nothing else to quote."""
+    lines = body(src).splitlines()
+    if src.collection == "issues" and lines and re.match(r"(Issue|PR) · ", lines[0]):
+        lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
+    out: list[str] = []
+    blocks: list[str] = []
+    if (src.path or "").lower().endswith(".rst"):
+        lines, blocks = _rst_literals(lines)
+        for b in blocks:
+            out.extend(_commentsentences(b.splitlines()))
+    for u in prose_units(lines, 1):
+        t = u.text.strip()
+        if t.startswith(("```", "~~~")):
+            inner = [ln for ln in t.splitlines()[1:] if not FENCE_LINE.match(ln)]
+            out.extend(_commentsentences(inner))
+            blocks.append("\n".join(inner))
+        elif t.startswith("|"):
+            if not _TABLE_RULE.match(t):
+                out.append(t)  # a table row, verbatim (an option, its default, its meaning)
+        elif len(t) >= 3:
+            out.append(t)
+    return out, blocks
+
+
+# reStructuredText's code: the indented block after one of these directives, or after a
+# paragraph ending "::" (not a directive: ".. note::" holds prose).
+_RST_CODE = re.compile(r"\.\.\s+(code-block|code|sourcecode|doctest|testcode|testsetup)::", re.I)
+_RST_DIRECTIVE = re.compile(r"\.\.\s+[\w:-]+::\s*$")  # no argument: ".. note::"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _rst_literals(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines with reStructuredText's literal blocks, code directives and doctest paragraphs
+    (">>>") blanked, and those blocks' code, dedented: quoted as code lines, not as prose
+    sentences ("@retry(stop=stop_after_delay(10))" with no backticks, the directive line)."""
+    out, blocks, n, i = list(lines), [], len(lines), 0
+    while i < n:
+        t = lines[i].strip()
+        if t.startswith(">>>"):
+            j = i
+            while j < n and lines[j].strip():
+                j += 1
+            blocks.append("\n".join(ln.strip() for ln in lines[i:j]))
+            out[i:j] = [""] * (j - i)
+            i = j
+            continue
+        directive = _RST_CODE.match(t)
+        if not (directive or (t.endswith("::") and not t.startswith(".."))):
+            if _RST_DIRECTIVE.match(t):
+                out[i] = ""  # ".. note::": its content is prose, the line itself is not
+            i += 1
+            continue
+        base, j = _indent(lines[i]), i + 1
+        if directive:
+            out[i] = ""
+            while j < n and lines[j].strip().startswith(":") and _indent(lines[j]) > base:
+                out[j] = ""  # the directive's options (":linenos:")
+                j += 1
+        while j < n and not lines[j].strip():
+            j += 1
+        k = j
+        while k < n and (not lines[k].strip() or _indent(lines[k]) > base):
+            k += 1
+        while k > j and not lines[k - 1].strip():
+            k -= 1
+        if k > j:
+            blocks.append(textwrap.dedent("\n".join(lines[j:k])))
+            out[j:k] = [""] * (k - j)
+        i = max(k, i + 1)
+    return out, blocks
+
+
+FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+_TABLE_RULE = re.compile(r"^[|\s:-]+$")
+_COMMENT = re.compile(r"^\s*(#|//|/\*+|\*(?!\*))\s?")
+
+
+def _commentsentences(lines: list[str]) -> list[str]:
+    """The sentences of a code block's comments; a code line ends a comment's paragraph."""
+    text = [_COMMENT.sub("", ln).rstrip(" */") if _COMMENT.match(ln) else "" for ln in lines]
+    return [u.text.strip() for u in prose_units(text, 1) if len(u.text.strip()) >= 3]
+
+
+def sentences(src: Source) -> list[str]:
+    if src.collection == "code":
+        return code_quotes(body(src), src.symbol)
+    return prose_and_blocks(src)[0]
+
+
+_DEFINITION = re.compile(
+    r"\s*(async\s+)?(def|class|func|fn|function|pub|public|private|static|export|interface|"
+    r"struct|impl|module)\b"
+)
+_SIGNATURE_CHARS = 200
+
+
+def _closing(s: str, start: int) -> int:
+    """Index of the bracket that closes the one at ``start``, or -1."""
+    depth = 0
+    for i in range(start, len(s)):
+        if s[i] in "([":
+            depth += 1
+        elif s[i] in ")]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _signature(lines: list[str]) -> str:
+    """A definition's header as one line: joined over the lines its brackets span (a
+    one-parameter-per-line signature), no further. A long one keeps its end after the
+    parameter list — the return type is what people ask about."""
+    sig_lines = []
+    depth = 0
+    for ln in lines[:24]:
+        t = ln.strip()
+        sig_lines.append(t)
+        depth += sum(t.count(c) for c in "([") - sum(t.count(c) for c in ")]")
+        if depth <= 0:
+            break
+    sig = " ".join(" ".join(sig_lines).split()).replace("( ", "(").replace(" )", ")")
+    sig = sig.replace(",)", ")").rstrip(":{ ")  # a trailing comma of a one-per-line list
+    if len(sig) <= _SIGNATURE_CHARS:
+        return sig
+    close = _closing(sig, sig.find("(")) if "(" in sig else -1
+    tail = sig[close:] if close > 0 else ""
+    if 1 < len(tail) < _SIGNATURE_CHARS // 3:
+        return clip(sig[:close], _SIGNATURE_CHARS - len(tail) - 1) + " " + tail
+    return clip(sig, _SIGNATURE_CHARS)
+
+
+def code_quotes(body: str, symbol: str | None = None) -> list[str]:
+    """For code: the definition line and the docstring/comment sentences. A method's chunk
+    starts with its class's header as context; the quote is the method's own definition."""
+    lines = [ln for ln in body.splitlines() if ln.strip()]
+    out = []
+    defs = [i for i, ln in enumerate(lines) if _DEFINITION.match(ln)]
+    if defs:
+        start = defs[0]
+        name = re.split(r"\.|::|#", symbol)[-1] if symbol else ""
+        if name:
+            own = [i for i in defs if re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", lines[i])]
+            start = own[0] if own else start
+        out.append(f"`{_signature(lines[start:])}`")
+    doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
+    comment = doc.group(1) or doc.group(2) if doc else None
+    if comment is None:
+        cl = [
+            re.sub(r"^\s*(#|//[/!]?|/\*+|\*)\s?", "", ln)  # Rust's /// and //! too
+            for ln in lines
+            if re.match(r"\s*(#|//|/\*|\*)", ln)
+        ]
+        comment = " ".join(cl) if cl else None
+    if comment:
+        out.extend(u.text for u in prose_units(comment.strip().splitlines(), 1) if u.text.strip())
+    if not out and lines:  # module-level code with neither a definition nor a comment
+        out.append(f"`{lines[0].strip()}`")
+    return out
+
+
+# Code lines that tend to hold an answer: a raised error, a default, an environment variable,
+# a return, a string literal (messages, names, keys).
+_ANSWER_LINE = re.compile(
+    r"\b(raise|throw|panic|errors?\.New|fmt\.Errorf|return|default|environ|getenv|process\.env|"
+    r"ENV\b|os\.Getenv)\b|=\s*\S|[\"'`][^\"'`]{3,}[\"'`]"
+)
+_TRIVIAL_LINE = re.compile(r"^[\s{}()\[\];,]*$|^\s*(import|from|package|use|#include)\b")
+CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
+
+
+def code_lines(body: str, qterms: set[str], skip: int = 1) -> list[str]:
+    """A code chunk's lines that may hold the answer: those sharing words with the question,
+    then raises, defaults, returns, environment variables and string literals. ``skip``: the
+    leading lines not offered (a chunk's definition line: its signature is quoted anyway)."""
+    out: list[tuple[int, str]] = []
+    for ln in body.splitlines()[skip:]:
+        t = ln.strip()
+        if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
+            continue
+        shared = len(set(terms(t)) & qterms)
+        if shared or _ANSWER_LINE.search(t):
+            out.append((shared, t))
+    out.sort(key=lambda x: -x[0])  # stable: file order among equals
+    return [f"`{clip(t, 160)}`" for _, t in out[:CODE_LINES]]
