@@ -354,3 +354,17 @@ async def test_a_docstring_line_shows_roles_and_literals_as_code_spans() -> None
     assert "If `skip_on_field_errors=True`, the validator is skipped" in a.text
     assert ":func:" not in a.text and "``skip" not in a.text
     assert "const skipped = `` + a + ``;" in a.text
+
+
+@pytest.mark.asyncio
+async def test_the_definition_line_is_not_quoted_again_with_its_brace() -> None:
+    go = src(0, "code", (
+        "flag.go › FlagBase.PostParse\n// PostParse populates the flag after parsing.\n"
+        "func (f *FlagBase[T, C, V]) PostParse() error {\n"
+        "\tif ty := reflect.TypeOf(f.Value); ty != nil {\n\t\treturn nil\n\t}\n"
+        '\treturn fmt.Errorf("could not parse flag %s", f.Name)\n}\n'
+    ))  # fmt: skip
+    a = await ExtractiveAnswerer().answer("why does PostParse return a parse error?",
+                                          Retrieval([go]))  # fmt: skip
+    assert a.text.count("PostParse() error") == 1, a.text
+    assert "`func (f *FlagBase[T, C, V]) PostParse() error`" in a.text

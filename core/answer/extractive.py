@@ -205,10 +205,10 @@ class ExtractiveAnswerer:
             head = [q for q in qs if q.signature][:1]
             doc = [q for q in qs if not q.signature and not q.text.startswith("`")][:1]
             # A line the quotes above already show (a parameter of the joined signature, a
-            # docstring line) is not quoted twice.
+            # docstring line, the definition line itself with its "{" or ":") is not quoted twice.
             shown = " ".join(q.text.strip("`") for q in head + doc)
             lines = [q for q in ranked if q.text.startswith("`") and q not in head
-                     and q.text.strip("`").rstrip(",;") not in shown]  # fmt: skip
+                     and q.text.strip("`").rstrip(",;:{ ") not in shown]  # fmt: skip
             if self.similarity is None:
                 lines = [q for q in lines if q.words > 0]
             chosen = head + doc + lines[: ANSWER_LINES + extra]
