@@ -180,3 +180,18 @@ def test_heading_titles_keep_their_code_spans_paired() -> None:
     assert [c.title for c in chunk_doc("x.rst", rst, words, 100)] == [
         "`structlog.processors` Module"
     ]
+
+
+def test_heading_titles_drop_inline_html_outside_code() -> None:
+    md = (
+        '# <img alt="chi" src="https://example.com/chi.svg" width="220" />\n\nA.\n\n'
+        '## <a name="show-help">.showHelp([level])\n\nB.\n\n'
+        "## Working directory<sup>1.9.0</sup>\n\nC.\n\n"
+        "## `Option<&str>` and <br> `Vec<T>`\n\nD.\n"
+    )
+    assert [c.title for c in chunk_doc("README.md", md, words, 100)] == [
+        "chi",
+        "chi › .showHelp([level])",
+        "chi › Working directory 1.9.0",
+        "chi › `Option<&str>` and `Vec<T>`",
+    ]

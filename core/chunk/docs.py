@@ -134,13 +134,26 @@ _ANCHOR = re.compile(r"<a\b[^>]*>\s*</a>", re.I)  # <a id="x"></a>, a link targe
 _RST_LITERAL = re.compile(r"(?<!`)``([^`]+?)``(?!`)")
 
 
+_IMG = re.compile(r"""<img\b[^<>]*?\balt=(["'])(.*?)\1[^<>]*>""", re.I)
+_INLINE_TAG = re.compile(r"</?(a|br|sup|sub|span|b|i|em|strong|small|kbd|img)\b[^<>]*>", re.I)
+
+
+def _untagged(t: str) -> str:
+    """A title's inline HTML outside its code spans: an image as its alt text, the tags of
+    links, line breaks, superscripts and the like dropped, their text kept."""
+    parts = re.split(r"(`[^`]*`)", t)
+    for i in range(0, len(parts), 2):
+        parts[i] = _INLINE_TAG.sub(" ", _IMG.sub(lambda m: f" {m.group(2)} ", parts[i]))
+    return " ".join("".join(parts).split())
+
+
 def _clean_title(t: str) -> str:
     """A heading as its path shows it: links as their text, empty anchors dropped,
     reStructuredText's ``literal`` as `literal`, and markup that wraps the whole title dropped
     — only then: stripping backticks and underscores from the ends cut `Config` and `Server`
     to "Config` and `Server" (spans no longer paired) and `__init__` to "init"."""
     t = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", t)  # [text](link) -> text
-    t = _RST_LITERAL.sub(r"`\1`", _ANCHOR.sub("", t)).strip()
+    t = _untagged(_RST_LITERAL.sub(r"`\1`", _ANCHOR.sub("", t)))
     m = _WRAPPED.fullmatch(t)
     if m and m.group(1) not in m.group(2):
         t = m.group(2).strip()
