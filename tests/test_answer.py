@@ -368,3 +368,19 @@ async def test_the_definition_line_is_not_quoted_again_with_its_brace() -> None:
                                           Retrieval([go]))  # fmt: skip
     assert a.text.count("PostParse() error") == 1, a.text
     assert "`func (f *FlagBase[T, C, V]) PostParse() error`" in a.text
+
+
+def test_markdown_indented_code_is_code_but_list_continuations_are_prose() -> None:
+    from core.answer.quotable import prose_and_blocks
+
+    md = src(0, text=(
+        "cmd/README.md › Validator\nTry it out:\n\n    $ tomlv some-file.toml\n\n"
+        "- a list item\n\n    its continuation paragraph.\n\nDone.\n"
+    ))  # fmt: skip
+    md.path = "cmd/README.md"
+    prose, blocks = prose_and_blocks(md)
+    assert blocks == ["$ tomlv some-file.toml"]
+    assert "its continuation paragraph." in prose and "$ tomlv some-file.toml" not in prose
+    nested = src(1, text="r.md › Routes\n    - [RequestID](/middleware/request_id.go#L63)\n")
+    nested.path = "r.md"
+    assert prose_and_blocks(nested)[1] == []  # a nested list read out of its list: prose

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 import textwrap
 
+from markdown_it import MarkdownIt
+
 from core.answer.citations import clip
 from core.chunk.text import prose_units
 from core.lexical import terms
@@ -31,15 +33,18 @@ def prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
         lines = lines[1:]  # the "Issue · state · labels" line of a thread's first piece
     out: list[str] = []
     blocks: list[str] = []
-    if (src.path or "").lower().endswith(".rst"):
+    path = (src.path or "").lower()
+    if path.endswith(".rst"):
         lines, blocks = _rst_literals(lines)
-        for b in blocks:
-            out.extend(_commentsentences(b.splitlines()))
+    elif src.collection == "docs" and path.endswith((".md", ".markdown", ".mdx")):
+        lines, blocks = _md_indented(lines)
+    for b in blocks:
+        out.extend(comment_sentences(b.splitlines()))
     for u in prose_units(lines, 1):
         t = u.text.strip()
         if t.startswith(("```", "~~~")):
             inner = [ln for ln in t.splitlines()[1:] if not FENCE_LINE.match(ln)]
-            out.extend(_commentsentences(inner))
+            out.extend(comment_sentences(inner))
             blocks.append("\n".join(inner))
         elif t.startswith("|"):
             if not _TABLE_RULE.match(t):
@@ -100,12 +105,33 @@ def _rst_literals(lines: list[str]) -> tuple[list[str], list[str]]:
     return out, blocks
 
 
+def _md_indented(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines with Markdown's indented code blocks blanked, and those blocks' code, dedented:
+    as CommonMark reads them (markdown-it's ``code_block``), so a list item's indented
+    continuation stays prose — and so does a block of nothing but list items (a section that
+    begins inside a nested list, read without the list above it)."""
+    out, blocks = list(lines), []
+    for tok in _MD.parse("\n".join(lines)):
+        if tok.type == "code_block" and tok.map:
+            a, b = tok.map
+            code = textwrap.dedent("\n".join(lines[a:b])).strip("\n")
+            rows = [ln for ln in code.splitlines() if ln.strip()]
+            if rows and not all(_LIST_ITEM.match(ln) for ln in rows):
+                blocks.append(code)
+                out[a:b] = [""] * (b - a)
+    return out, blocks
+
+
+_LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
+
+
+_MD = MarkdownIt("commonmark")
 FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 _TABLE_RULE = re.compile(r"^[|\s:-]+$")
 _COMMENT = re.compile(r"^\s*(#|//|/\*+|\*(?!\*))\s?")
 
 
-def _commentsentences(lines: list[str]) -> list[str]:
+def comment_sentences(lines: list[str]) -> list[str]:
     """The sentences of a code block's comments; a code line ends a comment's paragraph."""
     text = [_COMMENT.sub("", ln).rstrip(" */") if _COMMENT.match(ln) else "" for ln in lines]
     return [u.text.strip() for u in prose_units(text, 1) if len(u.text.strip()) >= 3]
