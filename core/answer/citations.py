@@ -26,6 +26,7 @@ _CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
 
 
 _GONE = "\x00"  # a dropped marker, until the space before it goes too
+_GONE_SPACE = re.compile(rf"[ \t]*{_GONE}(?:[ \t]*(?=[.,;:]))?")
 
 
 @dataclass
@@ -62,7 +63,7 @@ def finalize_citations(
     new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
     # Where a marker went, so does the space before it ("C [9]." -> "C."); nowhere else: the
     # quotes keep their own (":meth:`load`", Ruby's "option :force").
-    new_text = re.sub(r"[ \t]*\x00(?:[ \t]*(?=[.,;:]))?", "", new_text).strip()
+    new_text = _GONE_SPACE.sub("", new_text).strip()
     kept = []
     for n, i in enumerate(order, start=1):
         s = sources[i]

@@ -24,8 +24,9 @@ from core.answer.citations import (
     snapshot,
 )
 from core.answer.markup import balance_ticks, prose_markup
-from core.answer.quotable import FENCE_LINE, body, code_lines, prose_and_blocks, sentences
+from core.answer.quotable import body, code_lines, prose_and_blocks, sentences
 from core.answer.support import Similarity
+from core.chunk.text import FENCE
 from core.lexical import terms
 from core.models import Answer, Retrieval, Source, Turn
 from core.retrieve.followup import resolve_followup
@@ -172,7 +173,7 @@ class ExtractiveAnswerer:
             units += code
             if not units:  # nothing quotable (a bare heading): its first line, not silence
                 text = [ln.strip() for ln in body(src).splitlines()]
-                first = next((t for t in text if t and not FENCE_LINE.match(t)), "")
+                first = next((t for t in text if t and not FENCE.match(t)), "")
                 units = [clip(first, 160)] if first else []
             lines = set(code)
             per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code",

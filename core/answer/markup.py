@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import re
 
+from core.chunk.text import RST_LITERAL
+
 
 def prose_markup(s: str, literals: bool = True) -> str:
     """Documentation markup as chat clients read it: a Sphinx or MyST role as the span it names
     (":meth:`load`" → "`load`", ":issue:`12`" → "#12"), and with ``literals`` reStructuredText's
     ``literal`` as `literal` (not in code where two backticks mean something: a JavaScript
     template literal, a Go raw string)."""
-    return _ROLE.sub(_role, _RST_LITERAL.sub(r"`\1`", s) if literals else s)
+    return _ROLE.sub(_role, RST_LITERAL.sub(r"`\1`", s) if literals else s)
 
 
-_RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
 # A Sphinx role (":meth:`load`", ":py:class:`X`") or a MyST one ("{class}`X`") of a known name.
 _ROLES = (
     "attr|class|const|data|doc|envvar|exc|file|func|issue|kbd|meth|mod|obj|option|pr|program|"

@@ -14,7 +14,7 @@ import textwrap
 from markdown_it import MarkdownIt
 
 from core.answer.citations import clip
-from core.chunk.text import prose_units
+from core.chunk.text import FENCE, prose_units
 from core.lexical import terms
 from core.models import Source
 
@@ -43,7 +43,7 @@ def prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
     for u in prose_units(lines, 1):
         t = u.text.strip()
         if t.startswith(("```", "~~~")):
-            inner = [ln for ln in t.splitlines()[1:] if not FENCE_LINE.match(ln)]
+            inner = [ln for ln in t.splitlines()[1:] if not FENCE.match(ln)]
             out.extend(comment_sentences(inner))
             blocks.append("\n".join(inner))
         elif t.startswith("|"):
@@ -126,7 +126,6 @@ _LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
 
 
 _MD = MarkdownIt("commonmark")
-FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 _TABLE_RULE = re.compile(r"^[|\s:-]+$")
 _COMMENT = re.compile(r"^\s*(#|//|/\*+|\*(?!\*))\s?")
 

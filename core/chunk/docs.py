@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 
 from core.models import Chunk, Document, Symbol
 
-from .text import Piece, TokenCounter, pack, prose_units
+from .text import RST_LITERAL, Piece, TokenCounter, pack, prose_units
 
 SEP = " › "
 
@@ -131,9 +131,6 @@ def _rst_sections(lines: list[str]) -> list[Section]:
 # A heading's whole text in one span: `name`, **Note**, *fd* (the markup is dropped).
 _WRAPPED = re.compile(r"(`|\*\*|\*|__|_)(.+?)\1")
 _ANCHOR = re.compile(r"<a\b[^>]*>\s*</a>", re.I)  # <a id="x"></a>, a link target, no text
-_RST_LITERAL = re.compile(r"(?<!`)``([^`]+?)``(?!`)")
-
-
 _IMG = re.compile(r"""<img\b[^<>]*?\balt=(["'])(.*?)\1[^<>]*>""", re.I)
 _INLINE_TAG = re.compile(r"</?(a|br|sup|sub|span|b|i|em|strong|small|kbd|img)\b[^<>]*>", re.I)
 
@@ -153,7 +150,7 @@ def _clean_title(t: str) -> str:
     — only then: stripping backticks and underscores from the ends cut `Config` and `Server`
     to "Config` and `Server" (spans no longer paired) and `__init__` to "init"."""
     t = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", t)  # [text](link) -> text
-    t = _untagged(_RST_LITERAL.sub(r"`\1`", _ANCHOR.sub("", t)))
+    t = _untagged(RST_LITERAL.sub(r"`\1`", _ANCHOR.sub("", t)))
     m = _WRAPPED.fullmatch(t)
     if m and m.group(1) not in m.group(2):
         t = m.group(2).strip()

@@ -40,7 +40,9 @@ _ABBREV = {
 }  # fmt: skip
 _SENT_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s+)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+FENCE = re.compile(r"^\s*(```|~~~)")  # a fence line (also read by the answerer)
+# reStructuredText's inline literal, ``x``: shown as the `x` Markdown and chat clients read.
+RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -113,7 +115,7 @@ def prose_units(lines: list[str], first_line: int) -> list[Unit]:
             sep = "\n\n"
             i += 1
             continue
-        fence = _FENCE.match(line)
+        fence = FENCE.match(line)
         if fence:
             j = i + 1
             while j < n and not lines[j].lstrip().startswith(fence.group(1)):
@@ -134,7 +136,7 @@ def prose_units(lines: list[str], first_line: int) -> list[Unit]:
         while (
             j < n
             and lines[j].strip()
-            and not _FENCE.match(lines[j])
+            and not FENCE.match(lines[j])
             and not lines[j].lstrip().startswith("|")
             and not _LIST_ITEM.match(lines[j])
         ):
@@ -172,9 +174,9 @@ def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]
     a closing fence), so each piece is a block a reader renders as code; a part cut at line
     breaks keeps its own lines' range."""
     lines = unit.text.split("\n")
-    fence = _FENCE.match(lines[0]) if len(lines) > 2 else None
+    fence = FENCE.match(lines[0]) if len(lines) > 2 else None
     if fence:
-        closed = bool(_FENCE.match(lines[-1]))
+        closed = bool(FENCE.match(lines[-1]))
         inner = lines[1:-1] if closed else lines[1:]
         opener, closer = lines[0], lines[-1] if closed else lines[0][: fence.end()]
         room = budget - count(f"{opener}\n\n{closer}")
