@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from core.models import MARKER, Answer
+from core.models import Answer, sub_markers
 
 from . import messages
 from .common import source_label, split_text, web_url
@@ -90,7 +90,7 @@ def _linked_markers(text: str, answer: Answer) -> str:
         url = urls.get(int(m.group(1)))
         return f"<{url}|[{m.group(1)}]>" if url else m.group(0)
 
-    return MARKER.sub(link, text)
+    return sub_markers(link, text)  # a code span's `argv[0]` is not one
 
 
 def source_lines(answer: Answer) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,6 +11,29 @@ Collection = Literal["docs", "code", "issues"]
 
 # A citation marker: "[3]" cites sources[2]. The one definition every module uses.
 MARKER = re.compile(r"\[(\d{1,3})\]")
+# Code spans and fences: a "[0]" there is an index (`argv[0]`, Go's `%[1]q`), not a citation,
+# and a quote keeps it as written. A fence is three backticks that end their line (an optional
+# language after them): quoted reStructuredText — "``exc_info``" inside a quote's own backticks
+# reads "```exc_info``" — is not one, or it would run to the next such quote and swallow every
+# citation between them.
+CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
+
+
+def sub_markers(repl: Callable[[re.Match[str]], str], text: str) -> str:
+    """``MARKER.sub(repl, text)`` outside code spans and fences (:data:`CODE`)."""
+    pieces, last = [], 0
+    for m in CODE.finditer(text):
+        pieces += [MARKER.sub(repl, text[last : m.start()]), m.group(0)]
+        last = m.end()
+    pieces.append(MARKER.sub(repl, text[last:]))
+    return "".join(pieces)
+
+
+def markers(text: str) -> list[int]:
+    """The citation numbers ``text`` holds, in order, outside code spans and fences."""
+    return [int(n) for n in MARKER.findall(CODE.sub(" ", text))]
+
+
 COLLECTIONS: tuple[Collection, ...] = ("docs", "code", "issues")
 # The longest question (or search query) the service reads: about four times what the embedder's
 # 512-token window holds, so nothing a question says is lost to a cap, and every step per question

@@ -9,7 +9,7 @@ from core.answer.citations import finalize_citations
 from core.answer.extractive import ExtractiveAnswerer
 from core.cli.render import render_answer
 from core.lexical import terms
-from core.models import Retrieval, Source
+from core.models import Retrieval, Source, markers
 
 
 def src(i: int, coll: str = "docs", text: str = "h\nBody.") -> Source:
@@ -72,6 +72,22 @@ async def test_quoted_brackets_never_become_citations() -> None:
     a = await ExtractiveAnswerer().answer("how do answers cite sources?", Retrieval(sources))
     assert "like ［3］ and ［2］. [1]" in a.text
     assert len(a.sources) == 1
+
+
+@pytest.mark.asyncio
+async def test_an_index_in_quoted_code_is_kept_as_written() -> None:
+    """In a code span "[1]" is an index (Go's `%[1]q`, `args[1]`): quoted as the source has it,
+    and every reader of citation markers skips it (the support check, Slack's links, the web
+    page: tests/test_web.py)."""
+    body = 'func run(args []string) {\n\tname := args[1]\n\tfmt.Printf("%[1]q", name)\n}\n'
+    code = src(0, "code", "cli.go › run\n" + body)
+    code.path, code.symbol = "cli.go", "run"
+    a = await ExtractiveAnswerer().answer("which of the args is the name?", Retrieval([code]))
+    assert "`name := args[1]`" in a.text and "［" not in a.text
+    assert markers(a.text) == [1] and len(a.sources) == 1
+    prose = src(0, text="a.md › Intro\nCall `argv[1]` as in [2].")
+    b = await ExtractiveAnswerer().answer("what is argv?", Retrieval([prose]))
+    assert "Call `argv[1]` as in ［2］. [1]" in b.text  # outside code, still never a citation
 
 
 @pytest.mark.asyncio

@@ -162,6 +162,11 @@ def test_slack_blocks_respect_section_and_block_limits() -> None:
     assert sum(json.dumps(m.blocks).count("word") for m in msgs) == 3000
     no_sources = slack_messages(Answer(text="Nothing.", sources=[]), turn_id=None)
     assert [b["type"] for b in no_sources[0].blocks] == ["section"]
+    # an index in quoted code is not a citation: kept as written, not linked
+    code = slack_messages(answer_with(2, "Read `args[1]` first [2]."), turn_id=None)
+    assert "Read `args[1]` first <https://example.com/f2.md#L1-L2|[2]>" in json.dumps(
+        code[0].blocks
+    )
 
 
 def test_discord_sources_embeds_respect_embed_limits() -> None:

@@ -114,7 +114,7 @@ def drive(url: str, sha: str, tmp: Path) -> dict[str, Any]:
         # A fence opens a line; "```x``" inside a line (quoted reStructuredText) is not one.
         seen["inline"] = d.execute_script(
             "const b = document.createElement('div');"
-            "renderAnswer(b, '• a.rst: ```x`` y.` [1]\\n• b.rst: ```z`` w.` [2]"
+            "renderAnswer(b, '• a.rst: ```x`` y.` [1]\\n• b.rst: ```z`` w.` `argv[0]` [2]"
             "\\n\\n```py\\nxs[3]\\n```', 7);"
             "return [b.querySelectorAll('a.cite').length, b.querySelectorAll('pre').length];"
         )
@@ -179,7 +179,8 @@ async def test_the_page_in_a_real_browser(
     assert seen["href"].startswith(host.address(f"/acme/widget/blob/{sha}/README.md#L"))
     assert seen["opened"] == seen["href"] and f"/acme/widget/blob/{sha}/README.md" in host.seen
     assert seen["hash"] == "#s-1-1" and "thirty seconds" in seen["quoted"]
-    assert seen["inline"] == [2, 1]  # both citations linked; the one real fence is code
+    # both citations linked (not the code span's `argv[0]`); the one real fence is code
+    assert seen["inline"] == [2, 1]
     assert seen["status"] == "Thank you: your feedback was recorded."
     assert len(seen["contrast"]) == 6 and min(seen["contrast"]) >= 4.5  # light and dark
     assert seen["dark"] == "rgb(18, 20, 23)" and seen["overflow"] <= 0

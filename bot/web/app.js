@@ -77,10 +77,10 @@ function describe() {
   info.textContent = [inst.repository, at].filter(Boolean).join(" · ");
 }
 
-// Answer text: paragraphs, ``` fences as code, [n] markers as links to the numbered source. A
-// fence opens at the start of a line: a quote of reStructuredText in the answer's backticks
-// ("```exc_info``" mid-line) is not one, or the rest of the answer became code, its citations
-// with it.
+// Answer text: paragraphs, ``` fences as code, [n] markers (not in a code span) as links to the
+// numbered source. A fence opens at the start of a line: a quote of reStructuredText in the
+// answer's backticks ("```exc_info``" mid-line) is not one, or the rest of the answer became
+// code, its citations with it.
 function renderAnswer(box, text, turn) {
   box.replaceChildren();
   const blocks = text.split(/(^```[^\n]*\n[\s\S]*?(?:^```|(?![\s\S])))/m);
@@ -94,7 +94,10 @@ function renderAnswer(box, text, turn) {
     for (const para of block.split(/\n{2,}/)) {
       if (!para.trim()) continue;
       const p = el("p");
-      for (const piece of para.split(/(\[\d{1,3}\])/)) {
+      // Outside code spans (core.models.CODE): in one, "[0]" is an index (`argv[0]`).
+      const pieces = para.split(/(`[^`\n]*`)/)
+        .flatMap((c) => (/^`[^`\n]*`$/.test(c) ? [c] : c.split(/(\[\d{1,3}\])/)));
+      for (const piece of pieces) {
         const m = /^\[(\d{1,3})\]$/.exec(piece);
         if (m && turn) {
           p.append(el("a", { class: "cite", href: `#s-${turn}-${m[1]}`, text: piece,

@@ -16,14 +16,7 @@ import re
 from dataclasses import dataclass, replace
 
 from core.answer.markup import balance_ticks, prose_markup
-from core.models import MARKER, Answer, Retrieval, Source
-
-# Code spans and fences: a "[0]" there is an index, not a citation. A fence is three backticks
-# that end their line (an optional language after them): quoted reStructuredText — "``exc_info``"
-# inside a quote's own backticks reads "```exc_info``" — is not one, or it would run to the next
-# such quote and swallow every citation between them.
-_CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
-
+from core.models import Answer, Retrieval, Source, sub_markers
 
 _GONE = "\x00"  # a dropped marker, until the space before it goes too
 _GONE_SPACE = re.compile(rf"[ \t]*{_GONE}(?:[ \t]*(?=[.,;:]))?")
@@ -52,14 +45,7 @@ def finalize_citations(
             order.append(i)
         return f"[{order.index(i) + 1}]"
 
-    pieces = []
-    last = 0
-    for m in _CODE.finditer(text):
-        pieces.append(MARKER.sub(visit, text[last : m.start()]))
-        pieces.append(m.group(0))
-        last = m.end()
-    pieces.append(MARKER.sub(visit, text[last:]))
-    new_text = "".join(pieces)
+    new_text = sub_markers(visit, text)
     new_text = re.sub(r"\[(\d+)\](?:\s*\[\1\])+", r"[\1]", new_text)  # "[1][1]" -> "[1]"
     # Where a marker went, so does the space before it ("C [9]." -> "C."); nowhere else: the
     # quotes keep their own (":meth:`load`", Ruby's "option :force").
@@ -95,11 +81,13 @@ def clip(s: str, n: int = 320) -> str:
 
 
 def quote(s: str, n: int = 320, code: bool = False) -> str:
-    """Source text to quote in an answer: clipped, any "[3]" of its own turned into "［3］" so
-    that it is never taken for one of our citation markers; prose (not ``code``) also in the
-    markup chat clients read (:func:`prose_markup`). The answerer pairs its code spans
-    (:func:`balance_ticks`) once it has joined adjacent sentences."""
-    s = MARKER.sub(lambda m: f"［{m.group(1)}］", clip(s, n))
+    """Source text to quote in an answer: clipped, any "[3]" of its own outside code spans
+    turned into "［3］" so that it is never taken for one of our citation markers (in a code span
+    it is an index, kept as written: every reader of markers skips code, :func:`sub_markers`);
+    prose (not ``code``) also in the markup chat clients read (:func:`prose_markup`). The
+    answerer pairs its code spans (:func:`balance_ticks`) once it has joined adjacent
+    sentences."""
+    s = sub_markers(lambda m: f"［{m.group(1)}］", clip(s, n))
     return s if code else prose_markup(s)
 
 

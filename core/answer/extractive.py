@@ -26,6 +26,7 @@ from core.answer.citations import (
 from core.answer.markup import balance_ticks, prose_markup
 from core.answer.quotable import body, code_lines, prose_and_blocks, sentences
 from core.answer.support import Similarity
+from core.chunk.code_langs import language_for_path
 from core.chunk.text import FENCE
 from core.lexical import terms
 from core.models import Answer, Retrieval, Source, Turn
@@ -163,7 +164,7 @@ class ExtractiveAnswerer:
             if src.collection == "code":
                 units = sentences(src)
                 sig = min(1, len(units))
-                code = code_lines(body(src), qset)
+                code = code_lines(body(src), qset, lang=language_for_path(src.path or ""))
             else:
                 units, blocks = prose_and_blocks(src)
                 sig = 0
@@ -204,7 +205,11 @@ class ExtractiveAnswerer:
             # What it is (the definition), what it does (its docstring's opening), and the lines
             # that answer (a raise, a default, a return …) when some do.
             head = [q for q in qs if q.signature][:1]
-            doc = [q for q in qs if not q.signature and not q.text.startswith("`")][:1]
+            prose = [q for q in qs if not q.signature and not q.text.startswith("`")]
+            # Its opening, and the sentence of its docstring or comments that best meets the
+            # question when another does (its later lines are not offered as code lines).
+            more = [q for q in ranked if q in prose[1:] and q.words > 0][:1]
+            doc = prose[:1] + more
             # A line the quotes above already show (a parameter of the joined signature, a
             # docstring line, the definition line itself with its "{" or ":") is not quoted twice.
             shown = " ".join(q.text.strip("`") for q in head + doc)

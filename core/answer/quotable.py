@@ -8,12 +8,14 @@ comment sentences (:func:`code_quotes`) and the lines that may hold an answer
 
 from __future__ import annotations
 
+import inspect
 import re
 import textwrap
 
 from markdown_it import MarkdownIt
 
 from core.answer.citations import clip
+from core.chunk.code_langs import comment_style, language_for_path
 from core.chunk.text import FENCE, prose_units
 from core.lexical import terms
 from core.models import Source
@@ -138,7 +140,7 @@ def comment_sentences(lines: list[str]) -> list[str]:
 
 def sentences(src: Source) -> list[str]:
     if src.collection == "code":
-        return code_quotes(body(src), src.symbol)
+        return code_quotes(body(src), src.symbol, language_for_path(src.path or ""))
     return prose_and_blocks(src)[0]
 
 
@@ -185,9 +187,74 @@ def _signature(lines: list[str]) -> str:
     return clip(sig, _SIGNATURE_CHARS)
 
 
-def code_quotes(body: str, symbol: str | None = None) -> list[str]:
+# A comment line's marker: C's (Rust's /// and //! too; a lone */ closes), or "#" (never a
+# shebang or Rust's inner attribute, #!).
+_C_COMMENT = re.compile(r"\s*(//[/!]?|/\*+|\*(?!/))")
+_HASH_COMMENT = re.compile(r"\s*#(?![!\[])")
+# In a // comment: an indented line (Go doc's tab, Markdown's four spaces after "/// ") is a
+# code example, and "# Examples" a heading (Go doc, rustdoc): neither is a sentence to quote.
+_COMMENT_CODE = re.compile(r"\t| {5}|\s?#+\s")
+
+
+_TRIPLE = re.compile(r'"""|\'\'\'')
+_OPENS = re.compile(r"(^|[:(=,])\s*[rRbBuUfF]*$")  # what precedes a docstring's opening quotes
+
+
+def _docstring_span(body: str) -> tuple[int, int, bool] | None:
+    """Where a Python chunk's docstring text lies (start, end) — its first triple-quoted
+    string; where the chunk holds an odd number of triple quotes, the start of one the chunk's
+    end cut (a long class's first piece), or the end of one the chunk began inside (the piece
+    after it: its first quotes close; then True)."""
+    marks = list(_TRIPLE.finditer(body))
+    if not marks:
+        return None
+    first = marks[0]
+    if len(marks) % 2 == 1:
+        before = body[: first.start()].rstrip()
+        last = before.rsplit("\n", 1)[-1].strip()  # the last line with something on it
+        if before and not (_OPENS.search(last) or _DEFINITION.match(last)):
+            return 0, first.start(), True
+    end = body.find(first.group(), first.end())
+    return first.end(), end if end >= 0 else len(body), False
+
+
+def _docstring(body: str) -> list[str] | None:
+    """A Python chunk's docstring (:func:`_docstring_span`) as lines, dedented as Python reads
+    one (``inspect.cleandoc``)."""
+    span = _docstring_span(body)
+    if span is None:
+        return None
+    start, end, inside = span
+    if not inside:
+        return inspect.cleandoc(body[start:end]).splitlines()
+    lines = textwrap.dedent(body[start:end]).strip("\n").splitlines()
+    # Lines indented past the text's own are the rest of a block the previous piece opened
+    # (an example after "::"): code, not prose.
+    lead = next((i for i, ln in enumerate(lines) if ln.strip() and not _indent(ln)), 0)
+    return [""] * lead + lines[lead:]
+
+
+def _comment_text(line: str, style: str) -> str | None:
+    """A code line's comment text ("" for a bare marker), or None when it is code. ``style``:
+    "#", "//" or "" for either (:func:`core.chunk.code_langs.comment_style`)."""
+    m = (_C_COMMENT.match(line) if style != "#" else None) or (
+        _HASH_COMMENT.match(line) if style != "//" else None
+    )
+    if m is None:
+        return "" if style != "#" and line.strip() == "*/" else None
+    rest = line[m.end() :]
+    if m.group(0).lstrip().startswith("//") and _COMMENT_CODE.match(rest):
+        return None
+    return rest.removesuffix("*/").strip()
+
+
+def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -> list[str]:
     """For code: the definition line and the docstring/comment sentences. A method's chunk
-    starts with its class's header as context; the quote is the method's own definition."""
+    starts with its class's header as context; the quote is the method's own definition.
+    Without a docstring, the chunk's comment lines are read as one text (split into
+    paragraphs at code lines, quotes lost facts that a long joined quote held). ``lang``: the
+    chunker's language name (None: unknown) — its comment marker (in Rust ``#[test]`` is code,
+    in Python ``*args`` is), and whether triple quotes make a docstring (Python, or unknown)."""
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
     defs = [i for i, ln in enumerate(lines) if _DEFINITION.match(ln)]
@@ -198,17 +265,20 @@ def code_quotes(body: str, symbol: str | None = None) -> list[str]:
             own = [i for i in defs if re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", lines[i])]
             start = own[0] if own else start
         out.append(f"`{_signature(lines[start:])}`")
-    doc = re.search(r'"""(.*?)"""|\'\'\'(.*?)\'\'\'', body, re.S)
-    comment = doc.group(1) or doc.group(2) if doc else None
-    if comment is None:
-        cl = [
-            re.sub(r"^\s*(#|//[/!]?|/\*+|\*)\s?", "", ln)  # Rust's /// and //! too
-            for ln in lines
-            if re.match(r"\s*(#|//|/\*|\*)", ln)
-        ]
-        comment = " ".join(cl) if cl else None
-    if comment:
-        out.extend(u.text for u in prose_units(comment.strip().splitlines(), 1) if u.text.strip())
+    doc = _docstring(body) if lang in ("python", None) else None
+    if doc is not None:
+        # Read as reStructuredText, as the project's docs are: its literal blocks, code
+        # directives and doctests are code (not quoted as prose), the rest flush left — its
+        # lines after the first were quoted as indented code, a line at a time ("This is an
+        # implementation that can be used to"), and so were a section's items ("Args:").
+        text = [ln.strip() for ln in _rst_literals(doc)[0]]
+    else:
+        style = comment_style(lang)
+        # A code line ends a comment's paragraph; a bare marker (a doc comment's empty line)
+        # does not.
+        cl = (_comment_text(ln, style) for ln in body.splitlines())
+        text = [t or "" for t in cl if t != ""]
+    out.extend(u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text))
     if not out and lines:  # module-level code with neither a definition nor a comment
         out.append(f"`{lines[0].strip()}`")
     return out
@@ -224,12 +294,19 @@ _TRIVIAL_LINE = re.compile(r"^[\s{}()\[\];,]*$|^\s*(import|from|package|use|#inc
 CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
 
 
-def code_lines(body: str, qterms: set[str], skip: int = 1) -> list[str]:
+def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "text") -> list[str]:
     """A code chunk's lines that may hold the answer: those sharing words with the question,
     then raises, defaults, returns, environment variables and string literals. ``skip``: the
-    leading lines not offered (a chunk's definition line: its signature is quoted anyway)."""
+    leading lines not offered (a chunk's definition line: its signature is quoted anyway).
+    ``lang``: the chunk's language (:func:`code_quotes`); in Python (or unknown) the docstring's
+    lines are not code (its sentences are quoted as prose)."""
     out: list[tuple[int, str]] = []
-    for ln in body.splitlines()[skip:]:
+    span = _docstring_span(body) if lang in ("python", None) else None
+    at = 0
+    for i, ln in enumerate(body.splitlines(keepends=True)):
+        at, start = at + len(ln), at
+        if i < skip or (span and span[0] <= start < span[1]):
+            continue
         t = ln.strip()
         if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
             continue

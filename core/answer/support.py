@@ -32,7 +32,7 @@ import numpy as np
 
 from core.answer.citations import OWN_LINES
 from core.lexical import terms
-from core.models import MARKER, Source
+from core.models import MARKER, Source, markers
 from core.retrieve.language import detect_language
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ async def check_support(
     vocab = {i: Vocab([s.text]) for i, s in enumerate(sources, start=1)}
     checked: list[SentenceSupport] = []
     for para in split_sentences(text):
-        cites = [[int(m) for m in MARKER.findall(s)] for s in para]
+        cites = [markers(s) for s in para]  # not a code span's `argv[0]`
         for j, sentence in enumerate(para):
             own = [n for n in cites[j] if n in vocab]
             inherited = next((c for c in cites[j + 1 :] if c), [])

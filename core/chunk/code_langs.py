@@ -165,6 +165,21 @@ def language_for_path(path: str) -> str | None:
     return _EXT.get(os.path.splitext(base)[1].lower())
 
 
+# Languages whose comments start "#"; the others the chunker parses comment C's way (//, /* */),
+# and in them a line starting "#" is code: Rust's attributes (#[test]), C's preprocessor
+# (#include, #define), JavaScript's private members (#cache = …).
+_HASH_COMMENT = frozenset({"python", "ruby"})
+
+
+def comment_style(lang: str | None) -> str:
+    """How a language (:func:`language_for_path`) marks a comment line: "#" (Python, Ruby),
+    "//" (the C family: Rust, Go, Java, JavaScript, TypeScript, C, C++), "" either (None: the
+    files the chunker has no grammar for — shell, YAML, TOML, Makefiles …)."""
+    if lang is None:
+        return ""
+    return "#" if lang in _HASH_COMMENT else "//"
+
+
 # ---------------------------------------------------------------- node helpers
 
 _TEMPLATE_ARGS = re.compile(r"<[^<>]*>")

@@ -1,0 +1,122 @@
+"""What a code source offers to quote: its comments read by its language's markers, its
+docstring as Python reads it, and the answer's choice among them."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.answer.extractive import ExtractiveAnswerer
+from core.answer.quotable import code_lines, code_quotes
+from core.chunk.code_langs import comment_style
+from core.models import Retrieval, Source
+
+
+def test_comment_markers_follow_the_language() -> None:
+    assert (comment_style("python"), comment_style("ruby"), comment_style("rust")) == (
+        "#",
+        "#",
+        "//",
+    )
+    assert comment_style("javascript") == comment_style("go") == "//" and comment_style(None) == ""
+    rs = (
+        '#[cfg(all(feature = "paging"))]\n#[test]\n/// Ensure no env vars\nfn pager_default() {\n'
+        "    // the default wins\n    assert!(true);\n}\n"
+    )
+    quotes = code_quotes(rs, "pager_default", "rust")
+    assert quotes[0] == "`fn pager_default()`"
+    assert not any("cfg" in q or "[test]" in q for q in quotes)  # attributes are code
+    assert "Ensure no env vars" in quotes and "the default wins" in quotes
+    js = "/**\n * Does things.\n */\nclass A {\n  #cache = new Map();\n}\n"
+    assert code_quotes(js, "A", "javascript") == ["`class A`", "Does things."]  # no "/", no cache
+    # where the language is unknown, both kinds of marker (a shell script, a YAML file)
+    assert code_quotes("# set the port\nPORT=80\n") == ["set the port"]
+
+
+def test_python_star_parameters_are_not_comments() -> None:
+    py = (
+        "def load(\n    data,\n    *,\n    many=None,\n    **kwargs,\n):\n"
+        "    # Run validators\n    pass\n"
+    )
+    assert code_quotes(py, "load", "python") == ["`def load(data, *, many=None, **kwargs)`",
+                                                 "Run validators"]  # fmt: skip
+
+
+def test_a_code_line_ends_a_comment_paragraph() -> None:
+    rs = (
+        "pub struct Config {\n    /// The configured language, if any\n"
+        "    pub language: Option<String>,\n    ///\n    /// The fallback syntax\n"
+        "    /// used when detection fails\n    pub fallback: String,\n}\n"
+    )
+    assert code_quotes(rs, "Config", "rust")[1:] == [
+        "The configured language, if any",
+        "The fallback syntax used when detection fails",  # an empty /// line continues it
+    ]
+
+
+def test_a_docstring_reads_as_python_reads_it() -> None:
+    py = (
+        'def f(x):\n    """Return the thing.\n\n    This is an implementation that can be used to\n'
+        "    format entries. Example::\n\n        example()\n\n    >>> f(1)\n    1\n\n"
+        '    Args:\n        x: the value\n            to use.\n    """\n    return x\n'
+    )
+    quotes = code_quotes(py, "f", "python")
+    opening = "This is an implementation that can be used to format entries."
+    assert quotes[:3] == ["`def f(x)`", "Return the thing.", opening]
+    assert "Args: x: the value to use." in quotes
+    assert not any("example()" in q or ">>>" in q for q in quotes)  # code, not prose
+    # its lines are not offered again as code lines; the code's are
+    assert code_lines(py, {"value", "implementation"}, lang="python") == ["`return x`"]
+
+
+def test_a_docstring_cut_at_either_end_is_found() -> None:
+    head = 'class A:\n    r"""\n    Call *structlog* processors.\n\n    This one\n    formats.\n'
+    assert code_quotes(head, "A", "python") == ["`class A`", "Call *structlog* processors.",
+                                                "This one formats."]  # fmt: skip
+    tail = (
+        "        @post_dump(pass_many=True)\n        def add(self):\n            pass\n\n"
+        "More text of the docstring that\ncontinues here.\n"
+        '"""\n\nfrom __future__ import annotations\nX = 1\n'
+    )
+    quotes = code_quotes(tail, None, "python")
+    assert "More text of the docstring that continues here." in quotes
+    assert not any("__future__" in q or "post_dump" in q for q in quotes)
+
+
+def test_triple_quotes_are_a_docstring_only_in_python() -> None:
+    go = (
+        "// lexMultilineString consumes the inner contents of a string.\n"
+        "func lexMultilineString(lx *lexer) stateFn {\n"
+        '\treturn lx.errorf(`unexpected EOF; expected \'"""\'`)\n}\n'
+    )
+    assert code_quotes(go, "lexMultilineString", "go") == [
+        "`func lexMultilineString(lx *lexer) stateFn`",
+        "lexMultilineString consumes the inner contents of a string.",
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_later_docstring_sentence_that_answers_is_quoted() -> None:
+    text = (
+        "printer.rs › char_width\n/// Return the displayed width of a character.\n///\n"
+        "/// Control characters are rendered by the terminal in caret notation, which occupies\n"
+        "/// two columns.\nfn char_width(c: char) -> usize {\n    c.width().unwrap_or(2)\n}\n"
+    )
+    s = Source(collection="code", title="char_width", url="u", text=text, score=0.9,
+               path="src/printer.rs", symbol="char_width")  # fmt: skip
+    a = await ExtractiveAnswerer().answer(
+        "does bat show control characters in caret notation?", Retrieval([s])
+    )
+    assert "Return the displayed width of a character." in a.text  # its opening, as before
+    assert "rendered by the terminal in caret notation" in a.text
+
+
+def test_a_doc_comment_example_or_heading_is_not_prose() -> None:
+    go = (
+        "// Package chi is a small router.\n//\n// # Example\n//\n//\tfunc main() {\n"
+        "//\t\tr := chi.NewRouter()\n//\t}\n//\n// See the examples.\npackage chi\n"
+    )
+    assert code_quotes(go, None, "go") == ["Package chi is a small router.", "See the examples."]
+    rs = (
+        "/// Returns x.\n///\n/// # Examples\n///\n///     let b = g();\n/// More.\npub fn f() {}\n"
+    )
+    assert code_quotes(rs, "f", "rust") == ["`pub fn f() {}`", "Returns x.", "More."]
