@@ -120,3 +120,22 @@ def test_a_doc_comment_example_or_heading_is_not_prose() -> None:
         "/// Returns x.\n///\n/// # Examples\n///\n///     let b = g();\n/// More.\npub fn f() {}\n"
     )
     assert code_quotes(rs, "f", "rust") == ["`pub fn f() {}`", "Returns x.", "More."]
+
+
+def test_javadoc_and_jsdoc_read_as_they_render() -> None:
+    java = (
+        "/**\n * Creates a {@link FormattingStyle} with the given newline.\n"
+        ' * <p>Use {@code "\\n"} on Linux, or {@link java.lang.System#lineSeparator()}.\n'
+        " * A List&lt;T&gt; works, {@code\n * false} by default; see {@link #of(String) of}.\n"
+        " * @param newline the newline\n */\npublic FormattingStyle withNewline(String newline) {\n"
+    )
+    assert code_quotes(java, "withNewline", "java")[1:] == [
+        'Creates a `FormattingStyle` with the given newline. Use `"\\n"` on Linux, or '
+        "`java.lang.System#lineSeparator()`.",
+        "A List<T> works, `false` by default; see of. @param newline the newline",
+    ]
+    # JSDoc's {@link} too; in Python the same text is left as written
+    js = "/**\n * Parse argv, see {@link Command#parse}.\n */\nfunction parse(argv) {\n}\n"
+    assert code_quotes(js, "parse", "javascript")[1] == "Parse argv, see `Command#parse`."
+    py = "# see {@link X}\ndef f():\n    pass\n"
+    assert code_quotes(py, "f", "python")[1] == "see {@link X}"

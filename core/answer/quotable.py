@@ -8,6 +8,7 @@ comment sentences (:func:`code_quotes`) and the lines that may hold an answer
 
 from __future__ import annotations
 
+import html
 import inspect
 import re
 import textwrap
@@ -248,6 +249,35 @@ def _comment_text(line: str, style: str) -> str | None:
     return rest.removesuffix("*/").strip()
 
 
+# Javadoc and JSDoc markup (:func:`_doc_markup`).
+_INLINE_TAG = re.compile(r"\{@(code|literal|link|linkplain|value)\s+([^{}]*)\}")
+_CODE_TAG = re.compile(r"<code>([^<`]*)</code>", re.I)
+_HTML_TAG = re.compile(
+    r"</?(p|br|b|i|em|strong|tt|code|ul|ol|li|a|h\d|dl|dt|dd|blockquote|span|sup|sub)\b[^>]*>", re.I
+)
+
+
+def _inline_tag(m: re.Match[str]) -> str:
+    kind, body = m.group(1), m.group(2).strip()
+    if kind == "literal" or not body:
+        return body
+    if kind.startswith("link"):
+        target, _, label = body.partition(" ")
+        if label.strip():
+            return label.strip()
+        body = target.removeprefix("#")
+    return body if "`" in body else f"`{body}`"
+
+
+def _doc_markup(text: str) -> str:
+    """A C-family doc comment's sentence as Javadoc and JSDoc render it: ``{@code x}`` as `x`,
+    ``{@link A#b label}`` as its label (else `A#b`), ``<code>x</code>`` as `x`, other HTML
+    tags dropped and entities as the characters they stand for."""
+    text = _INLINE_TAG.sub(_inline_tag, text)
+    text = _HTML_TAG.sub(" ", _CODE_TAG.sub(r"`\1`", text))
+    return " ".join(html.unescape(text).split())
+
+
 def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -> list[str]:
     """For code: the definition line and the docstring/comment sentences. A method's chunk
     starts with its class's header as context; the quote is the method's own definition.
@@ -278,7 +308,10 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
         # does not.
         cl = (_comment_text(ln, style) for ln in body.splitlines())
         text = [t or "" for t in cl if t != ""]
-    out.extend(u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text))
+    units = [u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text)]
+    if comment_style(lang) == "//":
+        units = [t for t in map(_doc_markup, units) if t]
+    out.extend(units)
     if not out and lines:  # module-level code with neither a definition nor a comment
         out.append(f"`{lines[0].strip()}`")
     return out
