@@ -139,3 +139,16 @@ def test_javadoc_and_jsdoc_read_as_they_render() -> None:
     assert code_quotes(js, "parse", "javascript")[1] == "Parse argv, see `Command#parse`."
     py = "# see {@link X}\ndef f():\n    pass\n"
     assert code_quotes(py, "f", "python")[1] == "see {@link X}"
+
+
+def test_a_block_comment_without_leading_stars_is_comment() -> None:
+    java = (
+        "package org.jsoup.helper;\n\n/**\n Execute HTTP requests with HttpURLConnection; set\n"
+        " {@code jsoup.useHttpClient} to {@code false} to prefer it.\n */\nclass UrlExecutor {\n"
+        '    String name = "url";\n}\n'
+    )
+    assert code_quotes(java, "UrlExecutor", "java")[1:] == [
+        "Execute HTTP requests with HttpURLConnection; set `jsoup.useHttpClient` to `false` "
+        "to prefer it."
+    ]
+    assert code_lines(java, {"jsoup", "requests"}, lang="java") == ['`String name = "url";`']

@@ -278,6 +278,31 @@ def _doc_markup(text: str) -> str:
     return " ".join(html.unescape(text).split())
 
 
+_BRACKETS = re.compile(r"[\s{}()\[\];,]*")
+
+
+def _comments(body: str, style: str) -> list[str | None]:
+    """Each line's comment text (:func:`_comment_text`), or None for code. Inside a C block
+    comment a line is comment text with or without its leading "*" (jsoup's ``/** … */``
+    without them)."""
+    out: list[str | None] = []
+    block = False
+    for ln in body.splitlines():
+        t = ln.strip()
+        if block:
+            block = "*/" not in t
+            text = _comment_text(ln, style) if t.startswith(("*", "//")) else t.split("*/")[0]
+            # commented-out code's brackets ("}*/") are not a sentence
+            if text is not None and text.strip() and _BRACKETS.fullmatch(text):
+                text = None
+            out.append(None if text is None else text.strip())
+            continue
+        text = _comment_text(ln, style)
+        block = style == "//" and t.startswith("/*") and "*/" not in t[2:]
+        out.append(text)
+    return out
+
+
 def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -> list[str]:
     """For code: the definition line and the docstring/comment sentences. A method's chunk
     starts with its class's header as context; the quote is the method's own definition.
@@ -306,8 +331,7 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
         style = comment_style(lang)
         # A code line ends a comment's paragraph; a bare marker (a doc comment's empty line)
         # does not.
-        cl = (_comment_text(ln, style) for ln in body.splitlines())
-        text = [t or "" for t in cl if t != ""]
+        text = [t or "" for t in _comments(body, style) if t != ""]
     units = [u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text)]
     if comment_style(lang) == "//":
         units = [t for t in map(_doc_markup, units) if t]
@@ -331,14 +355,15 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     """A code chunk's lines that may hold the answer: those sharing words with the question,
     then raises, defaults, returns, environment variables and string literals. ``skip``: the
     leading lines not offered (a chunk's definition line: its signature is quoted anyway).
-    ``lang``: the chunk's language (:func:`code_quotes`); in Python (or unknown) the docstring's
-    lines are not code (its sentences are quoted as prose)."""
+    ``lang``: the chunk's language (:func:`code_quotes`); its comments' and (in Python, or
+    unknown) its docstring's lines are not code: their sentences are quoted as prose."""
     out: list[tuple[int, str]] = []
     span = _docstring_span(body) if lang in ("python", None) else None
+    comments = _comments(body, comment_style(lang))
     at = 0
     for i, ln in enumerate(body.splitlines(keepends=True)):
         at, start = at + len(ln), at
-        if i < skip or (span and span[0] <= start < span[1]):
+        if i < skip or (span and span[0] <= start < span[1]) or comments[i] is not None:
             continue
         t = ln.strip()
         if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
