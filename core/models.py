@@ -19,13 +19,16 @@ MARKER = re.compile(r"\[(\d{1,3})\]")
 CODE = re.compile(r"```[\w+.-]*[ \t]*\n.*?```|`[^`\n]*`", re.S)
 
 
-def sub_markers(repl: Callable[[re.Match[str]], str], text: str) -> str:
-    """``MARKER.sub(repl, text)`` outside code spans and fences (:data:`CODE`)."""
+def sub_markers(
+    repl: Callable[[re.Match[str]], str], text: str, pattern: re.Pattern[str] = MARKER
+) -> str:
+    """``pattern.sub(repl, text)`` outside code spans and fences (:data:`CODE`); ``pattern``:
+    :data:`MARKER`, or one built on it (the marker with the space before it)."""
     pieces, last = [], 0
     for m in CODE.finditer(text):
-        pieces += [MARKER.sub(repl, text[last : m.start()]), m.group(0)]
+        pieces += [pattern.sub(repl, text[last : m.start()]), m.group(0)]
         last = m.end()
-    pieces.append(MARKER.sub(repl, text[last:]))
+    pieces.append(pattern.sub(repl, text[last:]))
     return "".join(pieces)
 
 

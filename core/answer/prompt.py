@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from core.models import Source, Turn, sub_markers
+from core.models import MARKER, Source, Turn, sub_markers
 from core.retrieve.language import language_name
 
 NO_ANSWER = "NO_ANSWER"
@@ -109,14 +109,16 @@ class Context:
     cut: list[int] = field(default_factory=list)  # numbers of sources shortened to fit
 
 
+_MARKERS = re.compile(r"\s*" + MARKER.pattern)
+
+
 def _history(conversation: list[Turn] | None, budget: int) -> list[dict[str, str]]:
     """The latest turns that fit, oldest first; old citation numbers removed (they pointed at
     that turn's sources, not this one's)."""
     out: list[list[dict[str, str]]] = []
     used = 0
     for turn in reversed((conversation or [])[-HISTORY_TURNS:]):
-        answer = re.sub(r"\s+(?=\x00)|\x00", "", sub_markers(lambda m: "\x00", turn.answer))
-        answer = answer.strip()
+        answer = sub_markers(lambda m: "", turn.answer, _MARKERS).strip()
         if len(answer) > 1200:
             answer = answer[:1200].rsplit(" ", 1)[0] + " …"
         pair = [{"role": "user", "content": turn.question.strip()},

@@ -306,10 +306,11 @@ def _comments(body: str, style: str) -> list[str | None]:
 def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -> list[str]:
     """For code: the definition line and the docstring/comment sentences. A method's chunk
     starts with its class's header as context; the quote is the method's own definition.
-    Without a docstring, the chunk's comment lines are read as one text (split into
-    paragraphs at code lines, quotes lost facts that a long joined quote held). ``lang``: the
-    chunker's language name (None: unknown) — its comment marker (in Rust ``#[test]`` is code,
-    in Python ``*args`` is), and whether triple quotes make a docstring (Python, or unknown)."""
+    Without a docstring, the chunk's comments are read as paragraphs that a code line ends (a
+    doc comment's empty line does not: shorter quotes lost facts). ``lang``: the chunker's
+    language name (None: unknown) — its comment marker (in Rust ``#[test]`` is code, in
+    Python ``*args`` is), and whether triple quotes make a docstring (Python, or unknown)."""
+    style = comment_style(lang)
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
     defs = [i for i, ln in enumerate(lines) if _DEFINITION.match(ln)]
@@ -327,13 +328,10 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
         # lines after the first were quoted as indented code, a line at a time ("This is an
         # implementation that can be used to"), and so were a section's items ("Args:").
         text = [ln.strip() for ln in _rst_literals(doc)[0]]
-    else:
-        style = comment_style(lang)
-        # A code line ends a comment's paragraph; a bare marker (a doc comment's empty line)
-        # does not.
+    else:  # a bare marker (a doc comment's empty line) is left out: it continues a paragraph
         text = [t or "" for t in _comments(body, style) if t != ""]
     units = [u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text)]
-    if comment_style(lang) == "//":
+    if style == "//":
         units = [t for t in map(_doc_markup, units) if t]
     out.extend(units)
     if not out and lines:  # module-level code with neither a definition nor a comment
@@ -347,7 +345,7 @@ _ANSWER_LINE = re.compile(
     r"\b(raise|throw|panic|errors?\.New|fmt\.Errorf|return|default|environ|getenv|process\.env|"
     r"ENV\b|os\.Getenv)\b|=\s*\S|[\"'`][^\"'`]{3,}[\"'`]"
 )
-_TRIVIAL_LINE = re.compile(r"^[\s{}()\[\];,]*$|^\s*(import|from|package|use|#include)\b")
+_TRIVIAL_LINE = re.compile(rf"^{_BRACKETS.pattern}$|^\s*(import|from|package|use|#include)\b")
 CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
 
 
@@ -355,7 +353,8 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     """A code chunk's lines that may hold the answer: those sharing words with the question,
     then raises, defaults, returns, environment variables and string literals. ``skip``: the
     leading lines not offered (a chunk's definition line: its signature is quoted anyway).
-    ``lang``: the chunk's language (:func:`code_quotes`); its comments' and (in Python, or
+    ``lang``: the chunk's language (:func:`code_quotes`; the default, for a docs page's code
+    blocks, reads C's comment markers and no docstring); its comments' and (in Python, or
     unknown) its docstring's lines are not code: their sentences are quoted as prose."""
     out: list[tuple[int, str]] = []
     span = _docstring_span(body) if lang in ("python", None) else None
