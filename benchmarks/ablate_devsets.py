@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare_devsets import compare  # noqa: E402
+
 # A kind classifier file the loader refuses (no kinds), so the kinds come from the example
 # questions' centroids alone.
 NO_CLASSIFIER = '{"kinds": [], "weights": [], "bias": []}\n'
@@ -32,6 +36,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "no-pr-files": ("no pull requests' changed files or links", ["--no-pr-files"]),
     "no-bug-files": ("bug reports without one chunk per file", ["--set", "per_file_bug=0"]),
     "no-glossary": ("no Spanish glossary", ["--set", "glossary=false"]),
+    "no-translate": (
+        "no machine translation of non-English questions (glossary alone)",
+        ["--set", "translate=false"],
+    ),
     "no-align": (
         "non-English questions searched as asked (no language offset)",
         ["--set", "align_to=null"],
@@ -80,6 +88,38 @@ def scores(path: Path) -> dict[tuple[str, str, str], dict[str, float]]:
     return out
 
 
+POOLED = ["questions", "questions · en", "questions · es", "questions · docs",
+          "questions · code", "questions · issues", "bug reports"]  # fmt: skip
+
+
+def pooled(out: Path, split: str) -> list[str]:
+    """Every set's questions pooled, each variant paired question by question with the full
+    system: cited MRR, the change and its paired standard error (compare_devsets)."""
+    runs = {v: out / v / split / "results.json" for v in VARIANTS}
+    if not runs["full"].exists():
+        return []
+    full = json.loads(runs["full"].read_text())
+    head = "| variant | " + " | ".join(POOLED) + " |"
+    lines = [f"## Pooled over the sets ({split} halves): cited MRR, change ± paired SE", "",
+             head, "|---|" + "---|" * len(POOLED)]  # fmt: skip
+    for variant, path in runs.items():
+        if not path.exists():
+            continue
+        rows, _ = compare(full, json.loads(path.read_text()), split=split)
+        by = {r.group: r for r in rows}
+        cells = []
+        for g in POOLED:
+            r = by.get(g)
+            if r is None:
+                cells.append("-")
+            elif variant == "full":
+                cells.append(f"{r.after:.3f} (n {r.n})")
+            else:
+                cells.append(f"{r.after:.3f} ({r.delta:+.3f} ± {r.se:.3f})")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def collate(out: Path) -> str:
     table: dict[str, dict[tuple[str, str, str], dict[str, float]]] = {}
     for variant in VARIANTS:
@@ -97,6 +137,8 @@ def collate(out: Path) -> str:
         "system. `qa`: questions.yaml (docs, code, issues routes, English and Spanish); "
         "`localize`: bug reports and fix subjects → the files the fix changed.",
         "",
+        *pooled(out, "report"),
+        *pooled(out, "tune"),
     ]
     for variant, (what, _) in VARIANTS.items():
         rows = table.get(variant)
