@@ -120,6 +120,26 @@ def pooled(out: Path, split: str) -> list[str]:
     return [*lines, ""]
 
 
+def per_set(table: dict[str, dict[tuple[str, str, str], dict[str, float]]]) -> list[str]:
+    """One row per set, split and question file: the full system's cited MRR and each
+    variant's change against it (the capability's contribution is its negative)."""
+    full = table.get("full", {})
+    variants = [v for v in VARIANTS if v != "full" and v in table]
+    if not full or not variants:
+        return []
+    lines = ["## Per set: cited MRR of the full system, and each variant's change", "",
+             "| set | split | file | full | " + " | ".join(variants) + " |",
+             "|---|---|---|---|" + "---|" * len(variants)]  # fmt: skip
+    for key in sorted(full):
+        cells = []
+        for v in variants:
+            m = table[v].get(key)
+            cells.append("-" if m is None else f"{m['mrr'] - full[key]['mrr']:+.3f}")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {full[key]['mrr']:.3f} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    return [*lines, ""]
+
+
 def collate(out: Path) -> str:
     table: dict[str, dict[tuple[str, str, str], dict[str, float]]] = {}
     for variant in VARIANTS:
@@ -139,6 +159,7 @@ def collate(out: Path) -> str:
         "",
         *pooled(out, "report"),
         *pooled(out, "tune"),
+        *per_set(table),
     ]
     for variant, (what, _) in VARIANTS.items():
         rows = table.get(variant)
@@ -171,7 +192,7 @@ def main() -> int:
     ap.add_argument("--sets", nargs="+", help="these dev sets only (default: every one)")
     ap.add_argument("--collate", action="store_true")
     args = ap.parse_args()
-    out = Path(args.out)
+    out = Path(args.out).resolve()  # kinds_file={nc} is read relative to the instance files
     out.mkdir(parents=True, exist_ok=True)
     (out / "no-classifier.json").write_text(NO_CLASSIFIER)
     if not args.collate:

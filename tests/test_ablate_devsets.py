@@ -48,3 +48,5 @@ def test_collate_pools_each_variant_paired_with_the_full_system(tmp_path: Path) 
     assert pooled["hybrid"][-1] == "0.500 (-0.500 ± 0.000)"  # the one bug report: 1 → 1/2
     assert "(tune halves)" not in out  # no tuning runs: no tuning table
     assert "| toy | report | qa | 0.500 (-0.250) | 0.750 (-0.250) | 0.625 (-0.250) |" in out
+    assert "| toy | report | qa | 0.875 | -0.250 |" in out  # per set: full, then each change
+    assert "| toy | report | localize | 1.000 | -0.500 |" in out
