@@ -18,44 +18,26 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-Q = dict[str, Any]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from core.eval.metrics import Metrics, QuestionResult, Report
 
 
-@dataclass(frozen=True)
-class Metrics:
-    n: int
-    hit1: float
-    hit: float
-    mrr: float
-    fact: float | None
+def _results(questions: list[dict[str, Any]]) -> list[QuestionResult]:
+    """A run's per-question records (``Report.to_json``'s ``questions``) read back."""
+    return [QuestionResult(id=q["id"], lang=q["lang"], route=q["route"], rank=q["rank"],
+                           collections=q.get("collections", []), ms=q.get("ms", 0.0),
+                           kind=q.get("kind"), facts=q.get("facts"), quoted=q.get("quoted"))
+            for q in questions]  # fmt: skip
 
 
-def metrics(qs: list[Q]) -> Metrics | None:
-    """hit@1, hit, MRR (reciprocal rank of the first gold source, 0 without one) and fact."""
-    if not qs:
-        return None
-    n = len(qs)
-    facts = [q["facts"] for q in qs if q.get("facts") is not None]
-    return Metrics(
-        n,
-        sum(q["rank"] == 1 for q in qs) / n,
-        sum(q["rank"] is not None for q in qs) / n,
-        sum(1 / q["rank"] for q in qs if q["rank"]) / n,
-        sum(facts) / len(facts) if facts else None,
-    )
-
-
-def groups(qs: list[Q]) -> dict[str, list[Q]]:
-    """overall, per language and per route."""
-    out: dict[str, list[Q]] = {"overall": list(qs)}
-    for q in qs:
-        out.setdefault(f"lang:{q['lang']}", []).append(q)
-        out.setdefault(f"route:{q['route']}", []).append(q)
-    return out
+def groups(results: list[QuestionResult]) -> dict[str, Metrics]:
+    """overall, per route and per language, as ``eval`` reports them (not per kind)."""
+    out = Report(k=0, system="", results=results).groups()
+    return {g: m for g, m in out.items() if not g.startswith("kind:")}
 
 
 # (label, key, test): one row of the goal table; the key names a value per set.
@@ -69,13 +51,15 @@ GOALS: list[tuple[str, str, Callable[[float], bool]]] = [
 ]
 
 
-def cited(results: dict[str, Any], name: str, split: str, file: str) -> dict[str, list[Q]]:
+def cited(
+    results: dict[str, Any], name: str, split: str, file: str
+) -> dict[str, list[QuestionResult]]:
     """system → its questions at the cited level; {} when the set has no such file."""
     try:
         level = results[name][split][file]["cited"]
     except KeyError:
         return {}
-    return {system: run["questions"] for system, run in level.items()}
+    return {system: _results(run["questions"]) for system, run in level.items()}
 
 
 def _fmt(v: float | None, signed: bool = False) -> str:
@@ -86,25 +70,29 @@ def _fmt(v: float | None, signed: bool = False) -> str:
 
 def pooled(results: dict[str, Any], split: str, sets: list[str]) -> list[str]:
     """Every set's questions (and bug reports) as one group, full system and baselines."""
-    rows: dict[str, dict[str, list[Q]]] = {}
+    pool: dict[tuple[str, str], list[QuestionResult]] = {}  # (file, system) -> every set's
     for name in sets:
-        for file, label in (("qa", "questions"), ("localize", "bug reports")):
+        for file in ("qa", "localize"):
             for system, qs in cited(results, name, split, file).items():
-                for g, members in groups(qs).items():
-                    if file == "localize" and g.startswith("route:"):
-                        continue
-                    key = label if g == "overall" else f"{label} · {g.split(':', 1)[1]}"
-                    rows.setdefault(key, {}).setdefault(system, []).extend(members)
+                pool.setdefault((file, system), []).extend(qs)
+    rows: dict[str, dict[str, Metrics]] = {}
+    for (file, system), qs in pool.items():
+        label = "questions" if file == "qa" else "bug reports"
+        for g, m in groups(qs).items():
+            if file == "localize" and g.startswith("route:"):
+                continue
+            key = label if g == "overall" else f"{label} · {g.split(':', 1)[1]}"
+            rows.setdefault(key, {})[system] = m
     lines = ["| group | n | hit@1 | hit | MRR | fact | best baseline MRR |",
              "|---|---|---|---|---|---|---|"]  # fmt: skip
     for key in sorted(rows, key=lambda k: (k.split(" · ")[0] != "questions", " · " in k, k)):
-        full = metrics(rows[key].get("full", []))
+        full = rows[key].get("full")
         if full is None:
             continue
-        base = [(s, metrics(qs)) for s, qs in rows[key].items() if s != "full"]
-        best = max(((s, m) for s, m in base if m), key=lambda t: t[1].mrr, default=None)
+        base = [(s, m) for s, m in rows[key].items() if s != "full"]
+        best = max(base, key=lambda t: t[1].mrr, default=None)
         b = f"{best[0]} {best[1].mrr:.3f}" if best else "-"
-        lines.append(f"| {key} | {full.n} | {full.hit1:.3f} | {full.hit:.3f} | {full.mrr:.3f} | "
+        lines.append(f"| {key} | {full.n} | {full.hit1:.3f} | {full.hitk:.3f} | {full.mrr:.3f} | "
                      f"{_fmt(full.fact)} | {b} |")  # fmt: skip
     return lines
 
@@ -116,28 +104,24 @@ def report(results: dict[str, Any], split: str) -> str:
     for name in sets:
         for file in ("qa", "localize"):
             systems = cited(results, name, split, file)
-            full = systems.get("full")
-            if not full:
+            if not systems.get("full"):
                 continue
-            m = metrics(full)
-            assert m is not None
+            mine = groups(systems["full"])
+            m = mine["overall"]
             if file == "qa":
-                value["hit"][name], value["hit1"][name], value["mrr"][name] = m.hit, m.hit1, m.mrr
+                value["hit"][name], value["hit1"][name], value["mrr"][name] = m.hitk, m.hit1, m.mrr
                 if m.fact is not None:
                     value["fact"][name] = m.fact
-                en = metrics([q for q in full if q["lang"] == "en"])
-                es = metrics([q for q in full if q["lang"] == "es"])
-                if en and es:
-                    value["es"][name] = es.mrr - en.mrr
+                if "lang:en" in mine and "lang:es" in mine:
+                    value["es"][name] = mine["lang:es"].mrr - mine["lang:en"].mrr
             else:
-                value["bug"][name] = m.hit
-            mine = groups(full)
+                value["bug"][name] = m.hitk
             for system, qs in systems.items():
                 if system == "full":
                     continue
-                for g, members in groups(qs).items():
-                    ours, theirs = metrics(mine.get(g, [])), metrics(members)
-                    if ours and theirs and theirs.mrr > ours.mrr + 1e-9:
+                for g, theirs in groups(qs).items():
+                    ours = mine.get(g)
+                    if ours and theirs.n and theirs.mrr > ours.mrr + 1e-9:
                         beaten.append(f"- {name} {file} {g} (n {ours.n}): full {ours.mrr:.3f}, "
                                       f"{system} {theirs.mrr:.3f}")  # fmt: skip
     met = ", ".join(
