@@ -1,16 +1,27 @@
-"""One instance over several repositories against each repository's own instance (issue 13).
+"""One instance over many repositories against each repository's own instance — what an
+organisation that points one instance at all its repositories sees (issues 12 and 13).
 
-    python benchmarks/eval_multi.py --repos /work/evalwork/devsets/repos --workdir DIR
-        [--sets marshmallow urfave-cli yargs] [--cache FILE] [-k 6] [--split all|tune|report]
+    python benchmarks/eval_multi.py --repos DIR --workdir DIR [--sets A B …] [--cache FILE]
+        [-k 6] [--split all|tune|report] [--cited] [--localize] [--mirrors DIR]
 
 ``--repos``: a folder with one checkout per dev set (``eval_devsets.py`` makes them: the set's
-tree at its pinned commit, no history). In ``--workdir`` it writes an instance file per set (as
-``eval_devsets.py`` does) and one instance, ``devsets``, whose ``repos:`` are all of them, each
-with its own include globs, excludes and issues; ``--cache`` (an ``embeddings.sqlite``) is copied
-into the data folder first so texts embedded before are not embedded again. It indexes every
-instance (timed), then scores each set's ``questions.yaml`` twice at the retrieval level — on the
-set's own instance and on ``devsets``, the gold given as ``repo:path`` / ``repo#N`` — and writes
-``{workdir}/multi.json`` and ``{workdir}/multi.md`` (hit@1, hit@k, MRR per set and overall).
+tree at its pinned commit, no history; a missing one is made from ``--mirrors``). In
+``--workdir`` it writes each set's own instance exactly as ``eval_devsets.py`` does and one
+instance, ``devsets``, whose ``repos:`` are all of them (each repository named as its set, with
+its own include globs, excludes and issues); ``--cache`` (an ``embeddings.sqlite``) is copied
+into the data folder first so texts embedded before are not embedded again. Every question of
+``questions.yaml`` (the chosen halves) is scored on the set's own instance and on ``devsets``,
+its gold pinned to its repository (``repo:path`` / ``repo#N``), at the retrieval level (top k)
+and, with ``--cited``, at the level a person sees (the answer's cited sources, as ``ask --json``
+returns them). ``--localize`` also scores ``localize.yaml`` (bug reports → the files their fix
+changed) on ``devsets-loc`` against each set's ``-loc`` instance: the same repositories, every
+tracker without the pull requests that fixed its set's bug reports (as ``eval_devsets.py``).
+
+Written to ``--workdir``: ``single.json`` and ``org.json`` in ``eval_devsets.py``'s shape (so
+``compare_devsets.py single.json org.json --split S --level L --per-set`` pairs them question by
+question), each question with the repository of its first source (``first_repo``), and
+``multi.md``: per set and pooled, single → org, and how often the org instance's first source
+is from the question's own repository.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,37 +40,61 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from eval_devsets import DEVSETS, LOC, fix_prs, instance_file, snapshot  # noqa: E402
 
 from core.config import Settings  # noqa: E402
-from core.eval.metrics import EvalQuestion, Metrics, load_questions, run_eval  # noqa: E402
+from core.eval.metrics import (  # noqa: E402
+    EvalQuestion,
+    Metrics,
+    QuestionResult,
+    load_questions,
+    run_cited,
+    run_eval,
+)
+from core.models import Answer, Retrieval  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
-SETS = ["marshmallow", "urfave-cli", "yargs"]
+SETS = [p.name for p in sorted(DEVSETS.iterdir()) if (p / "questions.yaml").exists()]
 MULTI = "devsets"
+GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
 
 
-def entry(name: str, repos: Path) -> dict[str, Any]:
-    """A set's repository as the instance files give it (``eval_devsets.instance_file``)."""
-    setdir = ROOT / "benchmarks" / "devsets" / name
-    source = yaml.safe_load((setdir / "source.yaml").read_text())
+def repo_entry(name: str, repos: Path, issues: Path) -> dict[str, Any]:
+    """A set's repository as an entry of ``repos:`` (what ``instance_file`` gives its own)."""
+    source = yaml.safe_load((DEVSETS / name / "source.yaml").read_text())
     return {
-        "repo": {"path": str(repos / name)},
+        "name": name,
+        "path": str(repos / name),
         "docs": {"include": source["docs"]},
         "code": {"include": source["code"]},
         "exclude": source.get("exclude") or [],
-        "issues": {"file": str(setdir / "issues.json")},
+        "issues": {"file": str(issues)},
     }
 
 
-def write_instances(sets: list[str], repos: Path, inst_dir: Path) -> None:
+def write_instances(
+    sets: list[str], repos: Path, inst_dir: Path, drops: dict[str, frozenset[int]] | None = None
+) -> None:
+    """Each set's own instance and ``devsets``; with ``drops`` (set → the fix pull requests its
+    bug reports must not see) also each ``-loc`` instance and ``devsets-loc``."""
     inst_dir.mkdir(parents=True, exist_ok=True)
-    multi: list[dict[str, Any]] = []
+    org: list[dict[str, Any]] = []
+    org_loc: list[dict[str, Any]] = []
     for name in sets:
-        e = entry(name, repos)
-        (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(e, sort_keys=False))
-        multi.append({"name": name, **e.pop("repo"), **e})
-    text = yaml.safe_dump({"description": "every dev set", "repos": multi}, sort_keys=False)
-    (inst_dir / f"{MULTI}.yaml").write_text(text)
+        setdir = DEVSETS / name
+        instance_file(name, setdir, repos / name, inst_dir)
+        org.append(repo_entry(name, repos, setdir / "issues.json"))
+        if drops is not None:
+            instance_file(f"{name}{LOC}", setdir, repos / name, inst_dir, drop=drops[name])
+            # instance_file wrote the tracker without those pull requests beside the instance
+            org_loc.append(repo_entry(name, repos, inst_dir / f"{name}{LOC}.issues.json"))
+    desc = f"the {len(sets)} dev sets' repositories in one instance"
+    for inst, entries in ((MULTI, org), (f"{MULTI}{LOC}", org_loc)):
+        if entries:
+            text = yaml.safe_dump({"description": desc, "repos": entries}, sort_keys=False)
+            (inst_dir / f"{inst}.yaml").write_text(text)
 
 
 def in_repo(q: EvalQuestion, repo: str) -> EvalQuestion:
@@ -72,7 +108,157 @@ def in_repo(q: EvalQuestion, repo: str) -> EvalQuestion:
     return q.model_copy(update={"gold": gold})
 
 
-async def main() -> int:
+async def score(
+    app: RepoExpert, inst: str, questions: list[EvalQuestion], k: int, cited: bool
+) -> dict[str, Any]:
+    """One instance's report on ``questions`` (``Report.to_json``), each question with the
+    repository of its first source (the instance's only one for a one-repository instance)."""
+    first: dict[str, str] = {}
+    answerer = app.answerer_for(inst)
+
+    async def retrieve(q: str) -> Retrieval:
+        r = await app.retrieve(inst, q, k=k)
+        if not cited:
+            first[q] = r.sources[0].repo if r.sources else ""
+        return r
+
+    async def ask(q: str) -> Answer:
+        a = await answerer.answer(q, await retrieve(q))
+        first[q] = a.sources[0].repo if a.sources else ""
+        return a
+
+    if cited:
+        report = await run_cited(questions, ask, k)
+    else:
+        report = await run_eval(questions, retrieve, k)
+    out = report.to_json()
+    for row, q in zip(out["questions"], questions, strict=True):
+        row["first_repo"] = first.get(q.question, "")
+    return out
+
+
+def own_first(rows: list[dict[str, Any]], repo_of: Callable[[dict[str, Any]], str]) -> float:
+    """The share of questions whose first source is from their own repository."""
+    return sum(r["first_repo"] == repo_of(r) for r in rows) / max(len(rows), 1)
+
+
+def pooled(
+    results: dict[str, Any], split: str, group: str, level: str
+) -> tuple[Metrics, list[dict[str, Any]]]:
+    """Every set's questions of one group and level as one pool (each question once)."""
+    rows: list[dict[str, Any]] = []
+    for name, run in results.items():
+        rep = run.get(split, {}).get(group, {}).get(level)
+        if rep:
+            rows += [{**q, "set": name} for q in rep["full"]["questions"]]
+    fields = QuestionResult.__dataclass_fields__
+    qr = [QuestionResult(**{k: v for k, v in r.items() if k in fields}) for r in rows]
+    return Metrics.of(qr), rows
+
+
+def markdown(
+    single: dict[str, Any], org: dict[str, Any], index: dict[str, Any], split: str, k: int
+) -> str:
+    lines = [
+        f"k = {k}, {split} halves. Single = each set's own instance; org = `{MULTI}` "
+        f"(`{MULTI}{LOC}` for bug reports). Own first: the org instance's first source is from "
+        "the question's own repository.",
+        "",
+        "| set | questions | level | n | hit@1 single → org | hit single → org | "
+        "MRR single → org | fact single → org | own first |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def row(label: str, group: str, level: str, s: Metrics, o: Metrics, own: float) -> str:
+        def f(a: float | None, b: float | None) -> str:
+            return "-" if a is None or b is None else f"{a:.3f} → {b:.3f}"
+
+        return (
+            f"| {label} | {group} | {level} | {s.n} | {f(s.hit1, o.hit1)} | {f(s.hitk, o.hitk)} "
+            f"| {f(s.mrr, o.mrr)} | {f(s.fact, o.fact)} | {own:.3f} |"
+        )
+
+    groups = [(g, lv) for g in GROUPS for lv in ("retrieval", "cited")]
+    for group, level in groups:
+        for name in org:
+            one = {name: org[name]}
+            s_m, _ = pooled({name: single[name]}, split, group, level)
+            o_m, rows = pooled(one, split, group, level)
+            if rows:
+                lines.append(row(name, group, level, s_m, o_m, own_first(rows, lambda r: r["set"])))
+        s_m, _ = pooled(single, split, group, level)
+        o_m, rows = pooled(org, split, group, level)
+        if rows:
+            own = own_first(rows, lambda r: r["set"])
+            lines.append(row("**pooled**", group, level, s_m, o_m, own))
+    lines += ["", "| instance | index seconds | chunks | embedded |", "|---|---|---|---|"]
+    for name, r in index.items():
+        lines.append(f"| {name} | {r['seconds']} | {r['chunks']} | {r['chunks_embedded']} |")
+    return "\n".join(lines) + "\n"
+
+
+async def run(args: argparse.Namespace) -> int:
+    work: Path = args.workdir.resolve()
+    inst_dir, data = work / "instances", work / "data"
+    repos: Path = args.repos.resolve()
+    drops: dict[str, frozenset[int]] | None = None
+    for name in args.sets:
+        source = yaml.safe_load((DEVSETS / name / "source.yaml").read_text())
+        snapshot(source, repos / name, args.mirrors)
+    if args.localize:
+        drops = {}
+        for name in args.sets:
+            source = yaml.safe_load((DEVSETS / name / "source.yaml").read_text())
+            drops[name] = frozenset(fix_prs(DEVSETS / name, source, args.mirrors).values())
+    write_instances(args.sets, repos, inst_dir, drops)
+    cache = data / "cache" / "embeddings.sqlite"
+    if args.cache and not cache.exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(args.cache, cache)
+    app = RepoExpert(Settings(inst_dir, data))
+    index: dict[str, Any] = {}
+    single: dict[str, Any] = {}
+    org: dict[str, Any] = {}
+    levels = ["retrieval", *(["cited"] if args.cited else [])]
+    groups = ["qa", *(["localize"] if args.localize else [])]
+    try:
+        suffixes = ["", *([LOC] if args.localize else [])]
+        for inst in [f"{n}{s}" for n in [*args.sets, MULTI] for s in suffixes]:
+            t = time.perf_counter()
+            s = await app.index(inst)
+            index[inst] = {"seconds": round(time.perf_counter() - t, 1),
+                           "chunks": sum(s.chunks.values()),
+                           "chunks_embedded": s.chunks_embedded}  # fmt: skip
+            print(f"indexed {inst}: {index[inst]}", flush=True)
+        for name in args.sets:
+            for group in groups:
+                qs = load_questions(DEVSETS / name / GROUPS[group])
+                if args.split != "all":
+                    qs = [q for q in qs if q.split == args.split]
+                pinned = [in_repo(q, name) for q in qs]
+                suffix = LOC if group == "localize" else ""
+                for level in levels:
+                    cited = level == "cited"
+                    s_rep = await score(app, f"{name}{suffix}", qs, args.k, cited)
+                    for q in s_rep["questions"]:
+                        q["first_repo"] = name  # a one-repository instance: its own
+                    o_rep = await score(app, f"{MULTI}{suffix}", pinned, args.k, cited)
+                    for out, rep in ((single, s_rep), (org, o_rep)):
+                        groups_of = out.setdefault(name, {}).setdefault(args.split, {})
+                        groups_of.setdefault(group, {})[level] = {"full": rep}
+                    print(f"{name} {group} {level}: single {s_rep['metrics']['overall']} "
+                          f"org {o_rep['metrics']['overall']}", flush=True)  # fmt: skip
+    finally:
+        await app.close()
+    for file, res in (("single.json", single), ("org.json", org)):
+        (work / file).write_text(json.dumps(res, indent=1, ensure_ascii=False))
+    text = markdown(single, org, index, args.split, args.k)
+    (work / "multi.md").write_text(text)
+    print(text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repos", type=Path, required=True)
     ap.add_argument("--workdir", type=Path, required=True)
@@ -80,79 +266,11 @@ async def main() -> int:
     ap.add_argument("--cache", type=Path, help="an embeddings.sqlite to start from")
     ap.add_argument("-k", type=int, default=6)
     ap.add_argument("--split", choices=["all", "tune", "report"], default="all")
-    args = ap.parse_args()
-    work: Path = args.workdir
-    inst_dir, data = work / "instances", work / "data"
-    write_instances(args.sets, args.repos, inst_dir)
-    cache = data / "cache" / "embeddings.sqlite"
-    if args.cache and not cache.exists():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(args.cache, cache)
-    app = RepoExpert(Settings(inst_dir, data))
-    out: dict[str, Any] = {"k": args.k, "split": args.split, "index": {}, "sets": {}}
-    try:
-        for name in [*args.sets, MULTI]:
-            t = time.perf_counter()
-            s = await app.index(name, full=True)
-            out["index"][name] = {
-                "seconds": round(time.perf_counter() - t, 1),
-                "embed_seconds": round(s.embed_seconds, 1),
-                "chunks": sum(s.chunks.values()),
-                "chunks_embedded": s.chunks_embedded,
-            }
-            print(f"indexed {name}: {out['index'][name]}", flush=True)
-        single_all, multi_all = [], []
-        for name in args.sets:
-            qs = load_questions(ROOT / "benchmarks" / "devsets" / name / "questions.yaml")
-            if args.split != "all":
-                qs = [q for q in qs if q.split == args.split]
-            qs = [in_repo(q, name) for q in qs]
-
-            async def ask(inst: str, q: str) -> Any:
-                return await app.retrieve(inst, q, k=args.k)
-
-            single = await run_eval(qs, lambda q, n=name: ask(n, q), args.k, "single")
-            multi = await run_eval(qs, lambda q: ask(MULTI, q), args.k, "multi")
-            single_all += single.results
-            multi_all += multi.results
-            out["sets"][name] = {
-                "single": Metrics.of(single.results).to_json(),
-                "multi": Metrics.of(multi.results).to_json(),
-            }
-            print(f"{name}: {out['sets'][name]}", flush=True)
-        out["overall"] = {
-            "single": Metrics.of(single_all).to_json(),
-            "multi": Metrics.of(multi_all).to_json(),
-        }
-    finally:
-        await app.close()
-    (work / "multi.json").write_text(json.dumps(out, indent=2))
-    (work / "multi.md").write_text(markdown(out))
-    print(markdown(out))
-    return 0
-
-
-def markdown(out: dict[str, Any]) -> str:
-    k = out["k"]
-    lines = [
-        f"| set | n | single hit@1 | multi hit@1 | single hit@{k} | multi hit@{k} | single MRR | "
-        "multi MRR |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    rows = [*out["sets"].items(), ("overall", out["overall"])]
-    for name, r in rows:
-        s, m = r["single"], r["multi"]
-        lines.append(
-            f"| {name} | {s['n']} | {s['hit@1']:.3f} | {m['hit@1']:.3f} | {s['hit@k']:.3f} | "
-            f"{m['hit@k']:.3f} | {s['mrr']:.3f} | {m['mrr']:.3f} |"
-        )
-    lines += ["", "| instance | index seconds | embedding seconds | chunks | embedded |",
-              "|---|---|---|---|---|"]  # fmt: skip
-    for name, r in out["index"].items():
-        lines.append(f"| {name} | {r['seconds']} | {r['embed_seconds']} | {r['chunks']} | "
-                     f"{r['chunks_embedded']} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
+    ap.add_argument("--cited", action="store_true", help="also score the answer's cited sources")
+    ap.add_argument("--localize", action="store_true", help="also score localize.yaml")
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    return asyncio.run(run(ap.parse_args(argv)))
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(main())
