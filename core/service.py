@@ -384,10 +384,8 @@ class RepoExpert:
             question = strip_repo(question)  # search took it out already
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
-        several = retrieval.route.get("signals", {}).get("issues_in_several") or {}
-        if several and not answer.note:
-            answer.note = "; ".join(f"#{n} is in {' and '.join(r)}: both are shown"
-                                    for n, r in several.items())  # fmt: skip
+        if not answer.note:
+            answer.note = several_note(retrieval.route.get("signals", {}))
         answer.commit = retrieval.commit
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000
@@ -443,3 +441,20 @@ class RepoExpert:
         self._answerers.clear()
         await self.translator.aclose()  # its kept pipelines
         await self.backend.close()
+
+
+def several_note(signals: dict[str, Any]) -> str:
+    """What to tell a person whose bare #N is in several repositories: which one the answer
+    took first (the one whose thread fits the question best) and how to ask for another."""
+    several: dict[str, list[str]] = signals.get("issues_in_several") or {}
+    taken: dict[str, str] = signals.get("repo_issues") or {}
+    notes = []
+    for n, repos in several.items():
+        first = taken.get(n)
+        if first is None:
+            notes.append(f"#{n} is in {' and '.join(repos)}: all are shown")
+            continue
+        other = next(r for r in repos if r != first)
+        notes.append(f"#{n} is in {' and '.join(repos)}: {first}#{n} fits the question best "
+                     f"and comes first (ask about {other}#{n} for another)")  # fmt: skip
+    return "; ".join(notes)

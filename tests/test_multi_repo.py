@@ -283,7 +283,33 @@ async def test_issue_refs_resolve_per_repo(product: dict[str, Any]) -> None:
     assert [(s.repo, s.issue) for s in found.sources if s.issue is not None][:1] == [("client", 42)]
     answer = await app.ask("product", "what is #12 about?")  # bare: both, and says so
     assert {s.repo for s in answer.sources if s.issue == 12} == {"server", "client"}
-    assert answer.note == "#12 is in client and server: both are shown"
+    first = next(s.repo for s in answer.sources if s.issue == 12)
+    other = ({"server", "client"} - {first}).pop()
+    assert answer.note == (f"#12 is in client and server: {first}#12 fits the question best and "
+                           f"comes first (ask about {other}#12 for another)")  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_bare_number_in_several_repos_means_the_thread_that_fits(
+    product: dict[str, Any],
+) -> None:
+    """#12 is the server's and the client's: the question's own words say which it means, that
+    one comes first, and it is the one the issue → code hop follows."""
+    app = product["app"]
+    await app.index("product")
+    for q, repo in (
+        ("is #12 still open, the one where the server crashes on an empty path?", "server"),
+        ("is #12 still open, the one where the client retries forever?", "client"),
+    ):
+        found = await app.search("product", q)
+        assert found.route["signals"]["issues_in_several"] == {"12": ["client", "server"]}
+        assert found.route["signals"]["repo_issues"] == {"12": repo}, q
+        assert [s.repo for s in found.sources if s.issue == 12][:1] == [repo], q
+    found = await app.search("product", "where is the bug from #12 (fetch_with_retries never "
+                                        "stops retrying)?")  # fmt: skip
+    assert found.route["signals"]["issue_to_code"]
+    assert [(s.repo, s.issue) for s in found.sources if s.issue is not None] == [("client", 12)]
+    assert [s.path for s in found.sources if s.collection == "code"][:1] == ["client/http.py"]
 
 
 @pytest.mark.asyncio

@@ -30,6 +30,8 @@ from core.store.base import BuildReader
 BUG = 0.5
 # How far (cosine units) a question naming a repository moves that repository's candidates up.
 REPO_TILT = 0.03
+# Above the other repositories' #N that tie at the top (named_issues_first): an order, not a gap.
+FIRST = 1e-3
 
 
 @dataclass
@@ -164,6 +166,7 @@ async def retrieve(
     if opt.aliases:
         tilt(pool, opt, ranker)
     if opt.mode == "full":
+        resolve_several(pool)
         named_issues_first(pool)
     slots: dict[Collection, int]
     localize = False
@@ -203,10 +206,34 @@ async def retrieve(
     )  # fmt: skip
 
 
+def resolve_several(pool: Pool) -> None:
+    """A bare ``#N`` that several repositories of the instance have (``issues_in_several``)
+    means the one whose thread fits the question best: the repository of the best-scored chunk
+    of #N. The named-issue rule and the issue → code hop then take that repository's #N (else
+    they took the first repository's in row order: "where is the bug from issue #2281 (a Local
+    slice flag …)" answered from another library's #2281). ``route.signals.repo_issues`` says
+    which was taken."""
+    route = pool.route
+    issues = pool.found.hits.get("issues") or []
+    for n, repos in route.several.items():
+        if n in route.repo_issues:
+            continue
+        best = max(
+            (h for h in issues
+             if h.chunk is not None and h.chunk.issue == n and h.chunk.repo in repos),
+            key=lambda h: h.score,
+            default=None,
+        )  # fmt: skip
+        if best is not None and best.chunk is not None:
+            route.repo_issues[n] = best.chunk.repo
+
+
 def named_issues_first(pool: Pool) -> None:
     """An issue the question names by number ("is #12 still open?") is what it asks about: its
     thread ranks first, whatever the ranker made of its text — an exact signal, like a named
-    path or symbol, but one a question about it never wants to lose."""
+    path or symbol, but one a question about it never wants to lose. A bare #N of several
+    repositories: every one's thread is kept, the one the question means (``resolve_several``)
+    first."""
     hits = pool.found.hits.get("issues") or []
     named = [
         h for h in hits if h.exact and h.chunk is not None and h.chunk.issue in pool.route.issues
@@ -214,8 +241,12 @@ def named_issues_first(pool: Pool) -> None:
     if not named:
         return
     top = max(c.score for c in pool.all())
+    chosen = pool.route.repo_issues
     for h in named:
         h.score = max(h.score, top)
+        c = h.chunk
+        if c is not None and c.issue is not None and chosen.get(c.issue) == c.repo:
+            h.score += FIRST
     hits.sort(key=lambda h: -h.score)
 
 
