@@ -6,12 +6,16 @@ chose it); :meth:`Options.of` is the one place a config becomes options.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from core.config import RetrievalConfig
 from core.models import COLLECTIONS, Collection
+
+# The most candidates a collection gives one question (``deeper``).
+MAX_CANDIDATES = 500
 
 # full: the system; dense, bm25, rrf: the baselines of ``eval --compare`` on the same index
 Mode = Literal["full", "dense", "bm25", "rrf"]
@@ -67,3 +71,14 @@ class Options:
         if self.mode == "full":
             return {c: route_weights.get(c, 1.0) * self.weights.get(c, 1.0) for c in COLLECTIONS}
         return {c: self.weights.get(c, 1.0) for c in COLLECTIONS}
+
+    def deeper(self) -> Options:
+        """An instance over several repositories: each collection's candidates taken from as
+        many times more rows as it has repositories (at most :data:`MAX_CANDIDATES`), as deep
+        per repository as a one-repository instance goes — for a ``repo:NAME`` filter, and for
+        a bug report (``search.candidates``)."""
+        n = len(set(self.aliases.values()))
+        if n < 2:
+            return self
+        more = min(MAX_CANDIDATES, self.config.candidates * n)
+        return dataclasses.replace(self, config=self.config.model_copy(update={"candidates": more}))

@@ -89,9 +89,7 @@ def repo_options(inst: Instance, opt: Options, repo: str | None) -> Options:
 
 
 def with_repo(opt: Options, repo: str) -> Options:
-    more = min(500, opt.config.candidates * len(set(opt.aliases.values())))
-    config = opt.config.model_copy(update={"candidates": more})
-    return dataclasses.replace(opt, repo=repo, config=config)
+    return dataclasses.replace(opt.deeper(), repo=repo)
 
 
 def split_repo(question: str, opt: Options) -> tuple[str, Options]:
