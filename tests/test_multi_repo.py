@@ -501,24 +501,6 @@ async def test_the_filter_holds_through_the_issue_to_code_hop(product: dict[str,
     assert [s.issue for s in found.sources if s.issue is not None] == [12]
 
 
-@pytest.mark.asyncio
-async def test_a_bug_report_is_sought_as_deep_in_each_repo(product: dict[str, Any]) -> None:
-    """Over several repositories a bug report takes each collection's candidates from
-    repositories × as many rows (as ``repo:NAME`` does); another question, and any question of a
-    one-repository instance, keeps the instance's setting."""
-    app = product["app"]
-    await app.index("product")
-    per = app.instance("product").retrieval.candidates
-    bug = "fix: handle_request crashes with KeyError when the path is empty"
-    found = await app.search("product", bug)
-    assert found.route["signals"]["kinds"]["bug"] >= 0.5  # read as a bug report
-    assert found.route["candidates"] == per * 2
-    found = await app.search("product", "how do I deploy the server?")
-    assert found.route["signals"]["kinds"]["bug"] < 0.5 and "candidates" not in found.route
-    found = await app.search("product", f"repo:server {bug}")  # the filter goes as deep already
-    assert "candidates" not in found.route
-
-
 def test_deeper_counts_repositories_and_is_capped() -> None:
     from core.config import RetrievalConfig
     from core.retrieve.options import MAX_CANDIDATES, Options

@@ -44,8 +44,6 @@ class Pool:
     weights: dict[Collection, float]
     # A non-English question's machine translation and the terms it added (translate.py).
     translation: dict[str, Any] | None = None
-    # Candidates per collection when a bug report went deeper than the instance's setting.
-    candidates: int | None = None
 
     def all(self) -> list[Candidate]:
         return [c for hs in self.found.hits.values() for c in hs]
@@ -117,22 +115,13 @@ async def candidates(
         # languages' offset (align.py). The kind classifier reads the question as asked.
         dq = kinds.aligned(dq, lang, target)
     expand = opt.mode == "full" and opt.config.graph
-    deeper = opt.mode == "full" and opt.repo is None and probs.get("bug", 0.0) >= BUG
-    if deeper:
-        # A bug report in an instance over several repositories: the files that may hold the
-        # bug are sought as deep in each repository as in its own instance, or the other
-        # repositories' near-misses fill the pool (the eighteen dev sets in one instance, tuning
-        # halves: bug reports +0.022 ± 0.008 cited MRR, questions −0.001 ± 0.001;
-        # benchmarks/results/multi/RESULTS.md). One repository: the same options.
-        opt = opt.deeper()
     found = await find(reader, dq, question, route, opt, extra, opt.collections, expand)
     context = None
     if opt.mode == "full":
         rows = {c: [h.row for h in hs] for c, hs in found.hits.items()}
         held = await reader.doc_terms(lexical_terms(question, route, extra), rows)
         context = Context.of(question, extra, route, probs, lang, coverage(held))
-    more = opt.config.candidates if deeper and opt.aliases else None
-    return Pool(found, route, context, opt.weights_for(route.weights), translation, more)
+    return Pool(found, route, context, opt.weights_for(route.weights), translation)
 
 
 def rerank(pool: Pool, ranker: Ranker, test_penalty: float) -> None:
@@ -207,8 +196,6 @@ async def retrieve(
     rj["mode"] = opt.mode
     if pool.translation is not None:
         rj["translation"] = pool.translation
-    if pool.candidates is not None:  # a bug report over several repositories: sought deeper
-        rj["candidates"] = pool.candidates
     if localize:  # answered as a bug report: the sources are the files most likely to hold it
         rj["localize"] = True
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
