@@ -3,7 +3,6 @@ permalinks, incremental builds and failures per repository, citations that say w
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -291,29 +290,6 @@ async def test_issue_refs_resolve_per_repo(product: dict[str, Any]) -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_bare_number_in_several_repos_means_the_thread_that_fits(
-    product: dict[str, Any],
-) -> None:
-    """#12 is the server's and the client's: the question's own words say which it means, that
-    one comes first, and it is the one the issue → code hop follows."""
-    app = product["app"]
-    await app.index("product")
-    for q, repo in (
-        ("is #12 still open, the one where the server crashes on an empty path?", "server"),
-        ("is #12 still open, the one where the client retries forever?", "client"),
-    ):
-        found = await app.search("product", q)
-        assert found.route["signals"]["issues_in_several"] == {"12": ["client", "server"]}
-        assert found.route["signals"]["repo_issues"] == {"12": repo}, q
-        assert [s.repo for s in found.sources if s.issue == 12][:1] == [repo], q
-    found = await app.search("product", "where is the bug from #12 (fetch_with_retries never "
-                                        "stops retrying)?")  # fmt: skip
-    assert found.route["signals"]["issue_to_code"]
-    assert [(s.repo, s.issue) for s in found.sources if s.issue is not None] == [("client", 12)]
-    assert [s.path for s in found.sources if s.collection == "code"][:1] == ["client/http.py"]
-
-
-@pytest.mark.asyncio
 async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> None:
     app = product["app"]
     await app.index("product")
@@ -499,15 +475,3 @@ async def test_the_filter_holds_through_the_issue_to_code_hop(product: dict[str,
     assert found.route["signals"]["issue_to_code"]
     assert found.sources and {s.repo for s in found.sources} == {"client"}
     assert [s.issue for s in found.sources if s.issue is not None] == [12]
-
-
-def test_deeper_counts_repositories_and_is_capped() -> None:
-    from core.config import RetrievalConfig
-    from core.retrieve.options import MAX_CANDIDATES, Options
-
-    one = Options.of(RetrievalConfig())
-    assert one.deeper() is one  # one repository: nothing to go deeper for
-    two = dataclasses.replace(one, aliases={"a": "a", "sdk": "b", "b": "b"})
-    assert two.deeper().config.candidates == one.config.candidates * 2
-    many = dataclasses.replace(one, aliases={str(i): str(i) for i in range(1000)})
-    assert many.deeper().config.candidates == MAX_CANDIDATES
