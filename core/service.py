@@ -49,7 +49,7 @@ from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Mode, Options
-from core.retrieve.repos import repo_options, split_repo, strip_repo, with_common
+from core.retrieve.repos import repo_options, split_repo, strip_repo
 from core.retrieve.search import retrieve
 from core.retrieve.translate import Apertium, Translator
 from core.store.base import BuildReader, IndexStore
@@ -263,7 +263,6 @@ class RepoExpert:
                            repo)  # fmt: skip
         question, opt = split_repo(question, opt)
         reader = await self.reader(name)
-        opt = with_common(opt, reader.meta)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
         found = await retrieve(reader, embedder, question, opt, kinds=kinds,
@@ -307,7 +306,6 @@ class RepoExpert:
         if collection is not None:
             opt = dataclasses.replace(opt, collections=(collection,))
         reader = await self.reader(name)
-        opt = with_common(opt, reader.meta)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file)
         found = await retrieve(reader, embedder, query, opt, kinds=kinds,

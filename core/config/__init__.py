@@ -20,7 +20,7 @@ from core.config.load import (
     load_settings_file,
 )
 from core.config.redact import RedactingFormatter, redact
-from core.config.repos import aliases, common_names, is_multi, repo_names, repo_views
+from core.config.repos import aliases, is_multi, repo_names, repo_views
 from core.config.retrieval import EmbeddingConfig, RetrievalConfig
 from core.config.schema import (
     BUILTIN_EXCLUDES,
@@ -49,7 +49,6 @@ __all__ = [
     "Settings",
     "SlackAccess",
     "aliases",
-    "common_names",
     "find_instance",
     "hash_key",
     "instance_files",

@@ -13,7 +13,6 @@ repository).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
 
 from core.config.schema import Instance, RepoConfig
 
@@ -58,33 +57,6 @@ def aliases(inst: Instance) -> dict[str, str]:
         for a in [e.name, *e.aliases]:
             out.setdefault(a.lower(), e.name)
     return out
-
-
-def common_names(texts: Iterable[tuple[str, str]], names: Mapping[str, str]) -> list[str]:
-    """The names (``aliases``) that are ordinary words of the instance: each found, as a whole
-    word in any case, in the texts of at least half of the *other* repositories (and at least two
-    of them). ``texts``: (repository, text) of every chunk. With eighteen repositories in one
-    instance casey/just's "just" is in all seventeen others' texts ("I just want …") and every
-    other name in at most three: a question's "just" says nothing about which repository it is
-    about (``core/retrieve/repos.py``, ``named``)."""
-    if not names:
-        return []
-    repos = set(names.values())
-    pattern = re.compile(
-        r"(?<![\w-])(" + "|".join(re.escape(a) for a in sorted(names, key=len, reverse=True))
-        + r")(?![\w-])",
-        re.IGNORECASE,
-    )  # fmt: skip
-    seen: dict[str, set[str]] = {}
-    for repo, text in texts:
-        for m in pattern.finditer(text):
-            seen.setdefault(m.group(1).lower(), set()).add(repo)
-    out = []
-    for alias, repo in names.items():
-        others = len(seen.get(alias, set()) - {repo})
-        if others >= 2 and others * 2 >= len(repos) - 1:
-            out.append(alias)
-    return sorted(out)
 
 
 def _same_url(url: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from core.chunk import chunk
-from core.config import Instance, aliases, common_names
+from core.config import Instance
 from core.embed import Embedder, EmbedService, text_hash
 from core.errors import IndexError_, RepoExpertError
 from core.ingest.documents import change_set, read_documents
@@ -163,7 +163,6 @@ async def build_index(
         )
         summary.embed_seconds = time.perf_counter() - te
         summary.chunks_embedded = embedder.passages_embedded - before
-        texts: list[tuple[str, str]] = []  # every chunk's (repository, text): common_names
         async with store.writer(inst.name) as w:
             for coll in COLLECTIONS:
                 rows: list[Chunk] = [c for c, _ in kept if c.collection == coll]
@@ -180,7 +179,6 @@ async def build_index(
                     if c.path is not None and c.start_line is not None:
                         c.url = permalink(web, c.commit, c.path, c.start_line, c.end_line or 0)
                 await w.add_chunks(coll, rows, np.stack(vecs) if vecs else None)
-                texts.extend((c.repo, c.text) for c in rows)
                 summary.chunks[coll] = len(rows)
                 for c in rows:
                     if c.repo in summary.repos:
@@ -205,9 +203,6 @@ async def build_index(
                 await w.set_meta("commit", None)
                 await w.set_meta("tree_clean", False)
                 await w.set_meta("repos", summary.repos)
-                # Names that are ordinary words of the instance tilt toward no repository.
-                common = await asyncio.to_thread(common_names, texts, aliases(inst))
-                await w.set_meta("common_names", common)
             else:
                 co = sources.checkout
                 await w.set_meta("commit", co.commit)

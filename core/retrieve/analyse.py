@@ -10,7 +10,7 @@ collections; retrieval still lets a collection that scores well take slots.
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,19 +126,16 @@ def _dedupe(xs: list[str]) -> list[str]:
     return out
 
 
-def analyse(
-    question: str, aliases: Mapping[str, str] | None = None, common: Container[str] = ()
-) -> Route:
+def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     """The signals of ``question``; ``aliases``: the names of an instance's repositories (lower
-    case) -> the repository, when it has several (``core/retrieve/repos.py``); ``common``: those
-    that are ordinary words of the instance."""
+    case) -> the repository, when it has several (``core/retrieve/repos.py``)."""
     r = Route()
     q = question
     nums = [int(m) for m in _ISSUE_URL.findall(q)]
     for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", q)):
         nums.append(int(a or b))
     if aliases:
-        r.repos = named(q, aliases, common)
+        r.repos = named(q, aliases)
         for repo, n in issue_refs(q, aliases):
             r.repo_issues.setdefault(n, repo)
             nums.append(n)

@@ -44,9 +44,6 @@ class Options:
     # and the one repository to keep when the caller asks for one (``--repo``, ``repo:NAME``).
     aliases: Mapping[str, str] = field(default_factory=dict)
     repo: str | None = None
-    # Of those names, the ordinary words of the instance (``core.config.common_names``, kept by
-    # the build): one names its repository only written as code (`just`).
-    common: frozenset[str] = frozenset()
 
     @classmethod
     def of(

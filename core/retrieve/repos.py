@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Container, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from core.config import Instance, aliases
 from core.errors import BadQuestion
@@ -49,18 +48,12 @@ def check_repo(name: str, aliases: Mapping[str, str]) -> str:
     return got
 
 
-def named(question: str, aliases: Mapping[str, str], common: Container[str] = ()) -> list[str]:
-    """The repositories a question names by name or alias (as whole words), first named first;
-    a ``common`` name (an ordinary word of the instance: "I just want …") only written as code
-    (`just`)."""
+def named(question: str, aliases: Mapping[str, str]) -> list[str]:
+    """The repositories a question names by name or alias (as whole words), first named first."""
     low = question.lower()
     hits: list[tuple[int, str]] = []
     for alias, repo in aliases.items():
-        word = re.escape(alias)
-        if alias in common:
-            m = re.search(rf"`{word}`", low)
-        else:
-            m = re.search(rf"(?<![\w-]){word}(?![\w-])", low)
+        m = re.search(rf"(?<![\w-]){re.escape(alias)}(?![\w-])", low)
         if m is not None:
             hits.append((m.start(), repo))
     return list(dict.fromkeys(r for _, r in sorted(hits)))
@@ -97,13 +90,6 @@ def repo_options(inst: Instance, opt: Options, repo: str | None) -> Options:
 
 def with_repo(opt: Options, repo: str) -> Options:
     return dataclasses.replace(opt.deeper(), repo=repo)
-
-
-def with_common(opt: Options, meta: Mapping[str, Any]) -> Options:
-    """``opt`` knowing which of its repositories' names are ordinary words of the instance (the
-    build's ``common_names``)."""
-    common = meta.get("common_names") if opt.aliases else None
-    return dataclasses.replace(opt, common=frozenset(common)) if common else opt
 
 
 def split_repo(question: str, opt: Options) -> tuple[str, Options]:

@@ -65,7 +65,7 @@ async def candidates(
     adds its translation's terms to the glossary's (``retrieval.translate``)."""
     timings = {} if timings is None else timings
     t = time.perf_counter()
-    route = route or analyse(question, opt.aliases, opt.common)
+    route = route or analyse(question, opt.aliases)
     # The glossary's English terms, once: for the lexical query and the embedded text. The
     # baselines (dense, bm25, rrf) see the question as asked: the glossary is ours.
     glossed = opt.mode == "full" and (opt.glossary or opt.glossary_dense)
