@@ -450,11 +450,12 @@ def several_note(signals: dict[str, Any]) -> str:
     taken: dict[str, str] = signals.get("repo_issues") or {}
     notes = []
     for n, repos in several.items():
+        where = " and ".join([", ".join(repos[:-1]), repos[-1]] if len(repos) > 1 else repos)
         first = taken.get(n)
         if first is None:
-            notes.append(f"#{n} is in {' and '.join(repos)}: all are shown")
+            notes.append(f"#{n} is in {where}: all are shown")
             continue
         other = next(r for r in repos if r != first)
-        notes.append(f"#{n} is in {' and '.join(repos)}: {first}#{n} fits the question best "
-                     f"and comes first (ask about {other}#{n} for another)")  # fmt: skip
+        notes.append(f"#{n} is in {where}: {first}#{n} fits the question best and comes first "
+                     f"(ask about {other}#{n} for another)")  # fmt: skip
     return "; ".join(notes)

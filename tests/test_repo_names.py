@@ -54,3 +54,18 @@ def test_deeper_counts_repositories_and_is_capped() -> None:
     assert two.deeper().config.candidates == one.config.candidates * 2
     many = dataclasses.replace(one, aliases={str(i): str(i) for i in range(1000)})
     assert many.deeper().config.candidates == MAX_CANDIDATES
+
+
+def test_the_note_names_every_repository_and_which_came_first() -> None:
+    from core.service import several_note
+
+    signals = {"issues_in_several": {"2281": ["gson", "jsoup", "urfave-cli"]},
+               "repo_issues": {"2281": "urfave-cli"}}  # fmt: skip
+    assert several_note(signals) == (
+        "#2281 is in gson, jsoup and urfave-cli: urfave-cli#2281 fits the question best and "
+        "comes first (ask about gson#2281 for another)"
+    )
+    assert several_note({"issues_in_several": {"12": ["client", "server"]}}) == (
+        "#12 is in client and server: all are shown"
+    )
+    assert several_note({}) == ""
