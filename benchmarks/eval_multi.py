@@ -32,7 +32,6 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -137,9 +136,10 @@ async def score(
     return out
 
 
-def own_first(rows: list[dict[str, Any]], repo_of: Callable[[dict[str, Any]], str]) -> float:
-    """The share of questions whose first source is from their own repository."""
-    return sum(r["first_repo"] == repo_of(r) for r in rows) / max(len(rows), 1)
+def own_first(rows: list[dict[str, Any]]) -> float:
+    """The share of questions (``pooled``'s rows) whose first source is from their own set's
+    repository."""
+    return sum(r["first_repo"] == r["set"] for r in rows) / max(len(rows), 1)
 
 
 def pooled(
@@ -185,11 +185,11 @@ def markdown(
             s_m, _ = pooled({name: single[name]}, split, group, level)
             o_m, rows = pooled(one, split, group, level)
             if rows:
-                lines.append(row(name, group, level, s_m, o_m, own_first(rows, lambda r: r["set"])))
+                lines.append(row(name, group, level, s_m, o_m, own_first(rows)))
         s_m, _ = pooled(single, split, group, level)
         o_m, rows = pooled(org, split, group, level)
         if rows:
-            own = own_first(rows, lambda r: r["set"])
+            own = own_first(rows)
             lines.append(row("**pooled**", group, level, s_m, o_m, own))
     lines += ["", "| instance | index seconds | chunks | embedded |", "|---|---|---|---|"]
     for name, r in index.items():
@@ -201,16 +201,13 @@ async def run(args: argparse.Namespace) -> int:
     work: Path = args.workdir.resolve()
     inst_dir, data = work / "instances", work / "data"
     repos: Path = args.repos.resolve()
-    drops: dict[str, frozenset[int]] | None = None
+    drops: dict[str, frozenset[int]] = {}
     for name in args.sets:
         source = yaml.safe_load((DEVSETS / name / "source.yaml").read_text())
         snapshot(source, repos / name, args.mirrors)
-    if args.localize:
-        drops = {}
-        for name in args.sets:
-            source = yaml.safe_load((DEVSETS / name / "source.yaml").read_text())
+        if args.localize:
             drops[name] = frozenset(fix_prs(DEVSETS / name, source, args.mirrors).values())
-    write_instances(args.sets, repos, inst_dir, drops)
+    write_instances(args.sets, repos, inst_dir, drops if args.localize else None)
     cache = data / "cache" / "embeddings.sqlite"
     if args.cache and not cache.exists():
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ def test_pooled_table_single_to_org_and_own_repository_first() -> None:
            "b": {"tune": {"qa": {"cited": _rep([1, None], ["b", "b"], 0.5)}}}}  # fmt: skip
     m, rows = eval_multi.pooled(org, "tune", "qa", "cited")
     assert m.n == 4 and m.mrr == pytest.approx((1 + 0.5 + 1 + 0) / 4)
-    assert eval_multi.own_first(rows, lambda r: r["set"]) == pytest.approx(0.75)
+    assert eval_multi.own_first(rows) == pytest.approx(0.75)
     text = eval_multi.markdown(single, org, {}, "tune", 6)
     pooled = next(ln for ln in text.splitlines() if ln.startswith("| **pooled** | qa | cited"))
     cells = [c.strip() for c in pooled.split("|")[1:-1]]

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
 
 import pytest
-import pytest_asyncio
 from helpers import FakeApp, FakeEmbedder
 from test_multi_repo import world
 
@@ -16,21 +14,21 @@ from core.config import RetrievalConfig
 from core.retrieve.options import MAX_CANDIDATES, Options
 
 
-@pytest_asyncio.fixture
-async def product(tmp_path: Path, fake_embedder: FakeEmbedder) -> Any:
-    repos, inst = world(tmp_path)
-    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
-    yield {"repos": repos, "app": app, "tmp": tmp_path, "instances": inst}
-    await app.close()
-
-
 @pytest.mark.asyncio
 async def test_a_bare_number_in_several_repos_means_the_thread_that_fits(
-    product: dict[str, Any],
+    tmp_path: Path, fake_embedder: FakeEmbedder
 ) -> None:
     """#12 is the server's and the client's: the question's own words say which it means, that
     one comes first, and it is the one the issue → code hop follows."""
-    app = product["app"]
+    _, inst = world(tmp_path)  # test_multi_repo's two repositories, #12 in both
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await _bare_number(app)
+    finally:
+        await app.close()
+
+
+async def _bare_number(app: FakeApp) -> None:
     await app.index("product")
     for q, repo in (
         ("is #12 still open, the one where the server crashes on an empty path?", "server"),
