@@ -24,7 +24,7 @@ from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Retrieval, Source
 from core.ops.metrics import Metrics
-from core.service import Conversations, OnText, RepoExpert
+from core.service import Conversations, OnText, RepoExpert, has_filter
 from core.store.conversations import FeedbackRecord, Verdict
 
 from . import messages
@@ -217,10 +217,13 @@ class ChatCore:
         self.metrics.in_progress.inc()
         try:
             history = await self.store.history(place.platform, thread, n) if n else []
+            repo = self.channel_repo(pick.instance, place.platform, place.channel, pick.question)
             answer = await self.app.ask(
                 pick.instance, pick.question, conversation=history or None, on_text=on_text,
-                retrieval=retrieval,
+                retrieval=retrieval, repo=repo,
             )  # fmt: skip
+            if repo is not None:
+                answer.note = "; ".join(x for x in (answer.note, channel_note(answer)) if x)
             turn = await self.store.add_turn(
                 place.platform, thread, pick.instance, user, pick.question, answer
             )
@@ -236,6 +239,15 @@ class ChatCore:
         )  # fmt: skip
         return Reply(answer, turn)
 
+    def channel_repo(self, instance: str, platform: Platform, channel: str, question: str
+                     ) -> str | None:  # fmt: skip
+        """The repository or scope a channel's questions search (``access.*.channel_repos``),
+        unless the question names its own with ``repo:NAME`` (``repo:all``: every one)."""
+        inst = self.access.instances.get(instance)
+        if inst is None or has_filter(question):
+            return None
+        return inst.access.channel_repo(platform, channel)
+
     async def thread_instance(self, platform: Platform, thread: str) -> str | None:
         return await self.store.thread_instance(platform, thread)
 
@@ -246,6 +258,16 @@ class ChatCore:
         if record is not None:
             self.metrics.feedback.labels(verdict).inc()
         return record
+
+
+def channel_note(answer: Answer) -> str:
+    """What a channel's default repository or scope did to the answer, and how to lift it."""
+    kept = answer.route.get("filter") or {}
+    name, repos = kept.get("name"), kept.get("repos") or []
+    if not name:
+        return ""
+    which = name if repos == [name] else f"{name} ({', '.join(repos)})"
+    return f"searched {which}, this channel's default: add repo:all to search every repository"
 
 
 class StreamPreview:

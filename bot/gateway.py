@@ -221,7 +221,7 @@ class Gateway:
             raise Rejected("bad_request", 400, f"collection must be one of {one_of}")
         coll: Collection | None = collection
         if repo is not None and not isinstance(repo, str):
-            raise Rejected("bad_request", 400, "repo must be a repository name")
+            raise Rejected("bad_request", 400, "repo must be a repository or scope name")
         found = await self.app.search(inst, q, k=n, collection=coll, repo=repo)  # not rate-limited
         return {"instance": inst, "query": q, "commit": found.commit,
                 "sources": [s.to_json() for s in found.sources]}  # fmt: skip

@@ -90,7 +90,8 @@ def build_server(gw: Gateway, http: bool = False) -> MCPServer[Any]:
         ] = None,
         k: Annotated[int | None, Field(ge=1, le=50, description="How many sources")] = None,
         repo: Annotated[
-            str | None, Field(description="Only this repository (an instance over several)")
+            str | None,
+            Field(description="Only this repository or scope (an instance over several)"),
         ] = None,
     ) -> dict[str, Any]:
         caller = _principal(gw, ctx, http)

@@ -104,7 +104,10 @@ def document(config: ServeConfig) -> dict[str, Any]:
                 "query": question,
                 "k": {"type": "integer", "minimum": 1, "maximum": api.max_k},
                 "collection": {"enum": ["docs", "code", "issues"]},
-                "repo": {"type": "string", "description": "Only this repository (of several)"},
+                "repo": {
+                    "type": "string",
+                    "description": "Only this repository or scope (of several)",
+                },
             },
         },
         "AskRequest": {

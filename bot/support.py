@@ -60,7 +60,8 @@ class Support:
                         ) -> Retrieval | None:  # fmt: skip
         """What retrieval found, if it is sure enough to answer unasked (the answer then uses
         it: one search per question); None otherwise, counted as silent."""
-        found = await core.app.retrieve(instance, question)
+        repo = core.channel_repo(instance, self.platform, ch.channel, question)
+        found = await core.app.retrieve(instance, question, repo=repo)
         top = found.sources[0].score if found.sources else float("-inf")
         sure = top >= ch.min_score
         log.info("%s support: top score %.2f %s %.2f in %s", self.platform, top,

@@ -49,7 +49,7 @@ from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.options import Mode, Options
-from core.retrieve.repos import repo_options, split_repo, strip_repo
+from core.retrieve.repos import has_filter, repo_options, split_repo, strip_repo
 from core.retrieve.search import retrieve
 from core.retrieve.translate import Apertium, Translator
 from core.store.base import BuildReader, IndexStore
@@ -63,7 +63,7 @@ EmbedderFor = Callable[[Instance], EmbedService]
 # What faces use with the service: the service's own types, importable from here.
 __all__ = [
     "Conversations", "FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest",
-    "checked_question",
+    "checked_question", "has_filter",
 ]  # fmt: skip
 
 # How long a replaced index reader stays open for the questions still running on it.

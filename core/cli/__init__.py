@@ -188,8 +188,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--repo",
         metavar="NAME",
-        help="an instance over several repositories: "
-        "sources from this one only (a question naming one only leans toward it)",
+        help="an instance over several repositories: sources from this one only, or from a "
+        "scope's (scopes:) (a question naming one only leans toward it)",
     )
     s.set_defaults(fn=c.cmd_ask)
 

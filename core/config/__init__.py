@@ -20,7 +20,7 @@ from core.config.load import (
     load_settings_file,
 )
 from core.config.redact import RedactingFormatter, redact
-from core.config.repos import aliases, is_multi, repo_names, repo_views
+from core.config.repos import EVERY, aliases, is_multi, repo_names, repo_views, scopes
 from core.config.retrieval import EmbeddingConfig, RetrievalConfig
 from core.config.schema import (
     BUILTIN_EXCLUDES,
@@ -34,6 +34,7 @@ from core.config.schema import (
 
 __all__ = [
     "BUILTIN_EXCLUDES",
+    "EVERY",
     "AccessConfig",
     "ApiKey",
     "DiscordAccess",
@@ -61,4 +62,5 @@ __all__ = [
     "redact",
     "repo_names",
     "repo_views",
+    "scopes",
 ]

@@ -41,11 +41,18 @@ class _ChatAccess(BaseModel):
         description="Channel IDs where this instance answers when no instance is named (these "
         "channels are allowed too). One default per channel across all instances.",
     )
+    channel_repos: dict[str, str] = Field(
+        default_factory=dict,
+        description="An instance over several repositories: channel ID -> the repository or "
+        "scope (`scopes:`) its questions search unless a question says repo:NAME or repo:all.",
+    )
 
     @field_validator("*", mode="before")
     @classmethod
     def _ids_as_text(cls, v: Any) -> Any:
         # Discord snowflakes are often written as YAML integers.
+        if isinstance(v, dict):
+            return {str(k) if isinstance(k, int) else k: x for k, x in v.items()}
         return [str(x) if isinstance(x, int) else x for x in v] if isinstance(v, list) else v
 
 
@@ -89,6 +96,11 @@ class AccessConfig(BaseModel):
     def allows(self, platform: str, space: str | None, channel: str) -> bool:
         side = self.slack if platform == "slack" else self.discord
         return side.allows(space, channel, self.private)
+
+    def channel_repo(self, platform: str, channel: str) -> str | None:
+        """The repository or scope a channel's questions search by default (None: all)."""
+        side = self.slack if platform == "slack" else self.discord
+        return side.channel_repos.get(channel)
 
 
 def names_allow(names: list[str], instance: str, private: bool) -> bool:

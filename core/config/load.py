@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from core.config.redact import remember
-from core.config.repos import repo_problems
+from core.config.repos import repo_problems, scope_problems
 from core.config.schema import NAME, NAME_RULE, Instance
 from core.errors import ConfigError, InstanceNotFound
 
@@ -189,7 +189,7 @@ def load_instance(file: Path) -> Instance:
     key and what was expected."""
     inst = _validate(file, _read_yaml(file, "instance"), Instance, "instance configuration")
     inst.source_file = file.resolve()
-    problems = repo_problems(inst)
+    problems = repo_problems(inst) + scope_problems(inst)
     if problems:
         raise ConfigError(_report(file, "instance configuration", problems))
     if not inst.name:

@@ -8,13 +8,16 @@ file selection, permalinks, the issues mirror — is given a view, so it needs n
 several. The one-repository form (``repo:``, or ``repos:`` with one entry) has one view: the
 instance itself, with ``repo_name`` "" (its units keep their keys, its sources show no
 repository).
+
+``scopes:`` names groups of the repositories; :func:`scopes` is every name a filter may use — a
+repository's names, a scope's, and ``all`` — with the repositories it keeps.
 """
 
 from __future__ import annotations
 
 import re
 
-from core.config.schema import Instance, RepoConfig
+from core.config.schema import NAME, NAME_RULE, Instance, RepoConfig
 
 
 def is_multi(inst: Instance) -> bool:
@@ -57,6 +60,62 @@ def aliases(inst: Instance) -> dict[str, str]:
         for a in [e.name, *e.aliases]:
             out.setdefault(a.lower(), e.name)
     return out
+
+
+EVERY = "all"  # ``repo:all``: every repository (lifts a channel's default)
+
+
+def scopes(inst: Instance) -> dict[str, tuple[str, ...]]:
+    """Every name a filter may use (lower case) -> the repositories it keeps, in ``repos``
+    order: a repository's name or alias keeps it, a scope its members, ``all`` every one."""
+    names = aliases(inst)
+    if not names:
+        return {}
+    order = [e.name for e in inst.repos]
+    out: dict[str, tuple[str, ...]] = {a: (r,) for a, r in names.items()}
+    for scope, members in inst.scopes.items():
+        kept = {names[m.lower()] for m in members if m.lower() in names}
+        out.setdefault(scope.lower(), tuple(r for r in order if r in kept))
+    out.setdefault(EVERY, tuple(order))
+    return out
+
+
+def scope_problems(inst: Instance) -> list[str]:
+    """What is wrong with ``scopes`` and the channels' default repositories, one line each
+    naming the key: a scope without repositories or with an unknown one, a scope named like a
+    repository (or ``all``), a channel default that is no repository or scope."""
+    problems: list[str] = []
+    names = aliases(inst)
+    if not names:
+        if inst.scopes:
+            problems.append("  scopes: only an instance over several repositories (repos:) has "
+                            "scopes")  # fmt: skip
+    for scope, members in inst.scopes.items():
+        if not NAME.fullmatch(scope):
+            problems.append(f"  scopes.{scope}: {NAME_RULE}")
+        if names and scope.lower() in names:
+            problems.append(f"  scopes.{scope}: '{scope}' is already a repository's name or alias "
+                            "(a scope needs its own name)")  # fmt: skip
+        if scope.lower() == EVERY:
+            problems.append(f"  scopes.{scope}: '{EVERY}' is reserved (repo:{EVERY} searches every "
+                            "repository)")  # fmt: skip
+        if not members:
+            problems.append(f"  scopes.{scope}: expected a list of repository names, got none")
+        for i, m in enumerate(members):
+            if names and m.lower() not in names:
+                problems.append(f"  scopes.{scope}[{i}]: '{m}' is no repository of this instance "
+                                f"(known: {', '.join(e.name for e in inst.repos)})")  # fmt: skip
+    known = {s.lower() for s in inst.scopes} | set(names) | ({EVERY} if names else set())
+    for platform, side in (("slack", inst.access.slack), ("discord", inst.access.discord)):
+        for ch, name in side.channel_repos.items():
+            key = f"access.{platform}.channel_repos.{ch}"
+            if not names:
+                problems.append(f"  {key}: only an instance over several repositories (repos:) "
+                                "has a channel's default repository")  # fmt: skip
+            elif name.lower() not in known:
+                problems.append(f"  {key}: '{name}' is no repository or scope of this instance "
+                                f"(known: {', '.join(sorted(known - {EVERY}))})")  # fmt: skip
+    return problems
 
 
 def _same_url(url: str) -> str:

@@ -296,6 +296,11 @@ class Instance(_Model):
         default_factory=list,
         description="Several repositories in one instance (instead of repo: and web_url:).",
     )
+    scopes: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="With repos: named groups of its repositories (python: [api, worker]); a "
+        "scope's name filters like a repository's (repo:NAME, --repo, a channel's default).",
+    )
     web_url: str | None = Field(
         default=None,
         description="Web URL of the repository for permalinks, e.g. https://github.com/o/r.",

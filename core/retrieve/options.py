@@ -40,10 +40,14 @@ class Options:
     # A translated question's dense query is its translation's vector.
     translate_dense: bool = False
     collections: tuple[Collection, ...] = COLLECTIONS
-    # An instance over several repositories: every name of each (lower case) -> the repository,
-    # and the one repository to keep when the caller asks for one (``--repo``, ``repo:NAME``).
+    # An instance over several repositories: every name of each (lower case) -> the repository;
+    # every name a filter may use (a repository's, a scope's, "all") -> the repositories kept;
+    # and the filter asked for (``--repo``, ``repo:NAME``, a channel's default): its name and
+    # the repositories it keeps (empty: every one).
     aliases: Mapping[str, str] = field(default_factory=dict)
+    scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     repo: str | None = None
+    keep: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -74,13 +78,15 @@ class Options:
 
     def deeper(self) -> Options:
         """An instance over several repositories: each collection's candidates taken from as
-        many times more rows as it has repositories (at most :data:`MAX_CANDIDATES`), so a
-        ``repo:NAME`` filter leaves as many as a one-repository instance has. (Doing the same
+        many times more rows as the instance has repositories per one the filter keeps (at most
+        :data:`MAX_CANDIDATES`), so a ``repo:NAME`` filter — or a scope's — leaves about as many
+        as a one-repository instance has. (Doing the same
         for every bug report passed the eighteen sets' tuning halves in one instance, +0.022
         cited MRR, and not their reporting halves, +0.004 ± 0.008, at 3.4 times the time:
         benchmarks/results/multi/RESULTS.md.)"""
         n = len(set(self.aliases.values()))
         if n < 2:
             return self
-        more = min(MAX_CANDIDATES, self.config.candidates * n)
+        share = -(-n // max(len(self.keep), 1))  # the filter keeps about 1/share of the rows
+        more = min(MAX_CANDIDATES, self.config.candidates * share)
         return dataclasses.replace(self, config=self.config.model_copy(update={"candidates": more}))

@@ -1,7 +1,9 @@
 """Repositories in a question, for an instance over several (``repos:``).
 
 - ``repo:NAME`` anywhere in a question (the bots' question syntax) keeps only that repository's
-  sources: a hard filter, like ``--repo NAME`` on the command line (:func:`split_filter`).
+  sources: a hard filter, like ``--repo NAME`` on the command line (:func:`split_filter`). NAME
+  may be a scope (``scopes:``, a named group of the repositories: keeps its members) or ``all``
+  (keeps every one: lifts a channel's default, ``access.*.channel_repos``).
 - A question that names a repository, by its name or an alias the configuration gives ("how does
   the *client* retry?"), tilts retrieval toward it (:func:`named`, applied in ``search.py``):
   never a filter — another repository that fits better still takes slots.
@@ -15,7 +17,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from core.config import Instance, aliases
+from core.config import EVERY, Instance, aliases, scopes
 from core.errors import BadQuestion
 from core.retrieve.options import Options
 
@@ -28,24 +30,34 @@ _IN_REPO = re.compile(
 )
 
 
-def split_filter(question: str, aliases: Mapping[str, str]) -> tuple[str, str | None]:
-    """The question without its ``repo:NAME``, and the repository it names (None without one);
-    a name that is no repository of the instance is :class:`BadQuestion`, one line."""
+def split_filter(question: str, opt: Options) -> tuple[str, str | None]:
+    """The question without its ``repo:NAME``, and the filter it names (its lower-case key in
+    ``opt.scopes``; None without one); a name that is no repository or scope of the instance is
+    :class:`BadQuestion`, one line."""
     m = _FILTER.search(question)
-    if m is None or not aliases:
+    if m is None or not opt.scopes:
         return question, None
-    repo = check_repo(m.group(1), aliases)
+    key = check_repo(m.group(1), opt)
     rest = (question[: m.start()] + question[m.end() :]).strip()
-    return " ".join(rest.split()) or question, repo
+    return " ".join(rest.split()) or question, key
 
 
-def check_repo(name: str, aliases: Mapping[str, str]) -> str:
-    """The repository ``name`` (or an alias) stands for, else :class:`BadQuestion`."""
-    got = aliases.get(name.lower())
-    if got is None:
-        known = ", ".join(sorted(set(aliases.values())))
-        raise BadQuestion(f"repo {name!r}: no such repository in this instance (known: {known})")
-    return got
+def has_filter(question: str) -> bool:
+    """Whether the question says ``repo:NAME`` itself (then a channel's default does not apply)."""
+    return _FILTER.search(question) is not None
+
+
+def check_repo(name: str, opt: Options) -> str:
+    """The key of ``opt.scopes`` that ``name`` (a repository, an alias, a scope or ``all``) is,
+    else :class:`BadQuestion`."""
+    key = name.lower()
+    if key not in opt.scopes:
+        known = ", ".join(sorted(set(opt.aliases.values())))
+        groups = sorted(k for k in opt.scopes if k not in opt.aliases and k != EVERY)
+        also = f"; scopes: {', '.join(groups)}" if groups else ""
+        raise BadQuestion(f"repo {name!r}: no such repository in this instance (known: {known}"
+                          f"{also}; all: every one)")  # fmt: skip
+    return key
 
 
 def named(question: str, aliases: Mapping[str, str]) -> list[str]:
@@ -74,30 +86,36 @@ def issue_refs(question: str, aliases: Mapping[str, str]) -> list[tuple[str, int
 
 
 def repo_options(inst: Instance, opt: Options, repo: str | None) -> Options:
-    """``opt`` knowing the instance's repositories (when it has several) and the one to keep;
-    with one kept, each collection's candidates are taken from as many times more rows as there
-    are repositories, so the filter leaves as many as a one-repository instance has. (Taking
-    that many without a filter changed no dev-set score: benchmarks/eval_multi.py.)"""
+    """``opt`` knowing the instance's repositories and scopes (when it has several) and the
+    filter to apply (``repo``: a repository, a scope or ``all``; None: none)."""
     names = aliases(inst)
     if not names:
         if repo is not None:
             raise BadQuestion(f"repo {repo!r}: instance '{inst.name}' has one repository; "
                               "leave the repository out")  # fmt: skip
         return opt
-    opt = dataclasses.replace(opt, aliases=names)
-    return with_repo(opt, check_repo(repo, names)) if repo is not None else opt
+    opt = dataclasses.replace(opt, aliases=names, scopes=scopes(inst))
+    return with_repo(opt, check_repo(repo, opt)) if repo is not None else opt
 
 
-def with_repo(opt: Options, repo: str) -> Options:
-    return dataclasses.replace(opt.deeper(), repo=repo)
+def with_repo(opt: Options, key: str) -> Options:
+    """``opt`` keeping the repositories of ``key`` (a key of ``opt.scopes``): named as the
+    repository (an alias: its repository's name) or the scope; ``all`` keeps no filter. With a
+    filter, each collection's candidates come from more rows (:meth:`Options.deeper`)."""
+    kept = opt.scopes[key]
+    if key == EVERY and key not in opt.aliases:
+        return dataclasses.replace(opt, repo=EVERY, keep=())
+    name = opt.aliases.get(key, key)
+    return dataclasses.replace(opt, repo=name, keep=kept).deeper()
 
 
 def split_repo(question: str, opt: Options) -> tuple[str, Options]:
-    """``repo:NAME`` taken out of the question, as the filter it asks for."""
-    rest, repo = split_filter(question, opt.aliases)
-    if repo is None:
+    """``repo:NAME`` taken out of the question, as the filter it asks for (a filter the caller
+    gave wins: ``--repo``, the API's ``repo``)."""
+    rest, key = split_filter(question, opt)
+    if key is None:
         return question, opt
-    return rest, with_repo(opt, repo) if opt.repo is None else opt
+    return rest, with_repo(opt, key) if opt.repo is None else opt
 
 
 def strip_repo(question: str) -> str:

@@ -196,6 +196,8 @@ async def retrieve(
     rj["mode"] = opt.mode
     if pool.translation is not None:
         rj["translation"] = pool.translation
+    if opt.repo is not None:  # the filter asked for, and the repositories it kept
+        rj["filter"] = {"name": opt.repo, "repos": list(opt.keep)}
     if localize:  # answered as a bug report: the sources are the files most likely to hold it
         rj["localize"] = True
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
@@ -251,19 +253,21 @@ def named_issues_first(pool: Pool) -> None:
 
 
 def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
-    """An instance over several repositories: keep only ``opt.repo``'s candidates when the caller
-    asked for one repository; else move the candidates of the repositories the question names up
-    by :data:`REPO_TILT` (cosine units; in the ranker's units through its slope for cosine) — a
-    tilt, not a filter: another repository's candidate that fits much better still wins."""
+    """An instance over several repositories: keep only the candidates of the repositories the
+    caller's filter keeps (``opt.keep``: a repository, a scope's); then move the candidates of
+    the repositories the question names up by :data:`REPO_TILT` (cosine units; in the ranker's
+    units through its slope for cosine) — a tilt, not a filter: another repository's candidate
+    that fits much better still wins."""
     if opt.mode != "full":
         return
     hits = pool.found.hits
-    if opt.repo is not None:
+    if opt.keep:
         for c, hs in hits.items():
-            hits[c] = only_repo(hs, opt.repo)
-        for n in pool.route.issues:  # the issue → code hop reads the kept repository's issue
-            pool.route.repo_issues.setdefault(n, opt.repo)
-        return
+            hits[c] = only_repo(hs, opt.keep)
+        if len(opt.keep) == 1:  # the issue → code hop reads the kept repository's issue
+            for n in pool.route.issues:
+                pool.route.repo_issues.setdefault(n, opt.keep[0])
+            return
     if not pool.route.repos:
         return
     bonus = REPO_TILT * (ranker.slope(("cos", "cos_gap", "cos_gap_coll")) if ranker else 1.0)
@@ -301,8 +305,8 @@ def select_by_repo(
     return chosen, slots
 
 
-def only_repo(hits: list[Candidate], repo: str) -> list[Candidate]:
-    return [h for h in hits if h.chunk is not None and h.chunk.repo == repo]
+def only_repo(hits: list[Candidate], keep: tuple[str, ...]) -> list[Candidate]:
+    return [h for h in hits if h.chunk is not None and h.chunk.repo in keep]
 
 
 def bug_report(opt: Options, kinds: dict[str, float] | None) -> bool:
@@ -340,9 +344,11 @@ async def _issue_hop(
     issue_rows: list[int] = []
     for n in route.issues[:2]:
         issue_rows.extend((await rows_of_issue(reader, route, n, 2))[0])
+    chunks = await reader.chunks("issues", issue_rows) if issue_rows else {}
+    if opt.keep:  # a filter over several repositories: an issue of the repositories it keeps
+        issue_rows = [r for r in issue_rows if r in chunks and chunks[r].repo in opt.keep]
     if not issue_rows:  # no such issue indexed: answer the question as asked
         return select(found.hits, opt.k, floor, weights)
-    chunks = await reader.chunks("issues", issue_rows)
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
@@ -357,8 +363,8 @@ async def _issue_hop(
     timings["embed_hop_query"] = (time.perf_counter() - t) * 1000
     extra = english_terms(head) if opt.glossary else []
     code = await find(reader, q2, head, sub, opt, extra, ("code",))
-    if opt.repo is not None and opt.mode == "full":
-        code.hits = {c: only_repo(hs, opt.repo) for c, hs in code.hits.items()}
+    if opt.keep and opt.mode == "full":
+        code.hits = {c: only_repo(hs, opt.keep) for c, hs in code.hits.items()}
     # The question asks for code: the rest of the slots go to the code the issue points at
     # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]

@@ -1,0 +1,184 @@
+"""Scopes and a channel's default repositories, in an instance over several repositories.
+
+``scopes:`` names groups of an instance's repositories; a scope's name filters like a
+repository's (``repo:NAME``, ``--repo``, the API's ``repo``), ``repo:all`` keeps every one, and
+``access.*.channel_repos`` gives a channel's questions a default filter that a question's own
+``repo:`` replaces. The channel default is tested over the wire, through the Slack adapter.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from helpers import FakeApp, FakeEmbedder, make_repo
+from stub_bot_core import section_texts
+from stub_slack_api import StubSlackApi
+from test_slack import World, ack_text, command
+
+from core.config import load_instance, scopes
+from core.errors import BadQuestion, ConfigError
+from core.store.conversations import ConversationStore
+
+REPOS = {
+    "server": {
+        "README.md": "# Server\n\nThe server retries a failed request twice before it answers "
+        "with an error.\n",
+        "src/app.py": 'def handle_request(path):\n    """Answer one request."""\n    return path\n',
+    },
+    "worker": {
+        "README.md": "# Worker\n\nThe worker retries a failed job five times with backoff.\n",
+        "jobs.py": 'def run_job(job):\n    """Run one job, retrying a failed job."""\n',
+    },
+    "client": {
+        "README.md": "# Client\n\nThe client retries a failed call three times with backoff.\n",
+        "client/http.py": 'def fetch(url):\n    """Fetch url, retrying a failed call."""\n',
+    },
+}
+ISSUE = {
+    "title": "Retries never stop",
+    "body": "A failed call retries forever.",
+    "state": "OPEN",
+    "labels": [],
+    "comments": [],
+    "createdAt": "2024-01-01T00:00:00Z",
+    "closedAt": None,
+}
+QUESTION = "how many times does a failed call retry with backoff"
+
+
+def world(tmp: Path, extra: str = "") -> Path:
+    """Three real git repositories, each with an issue #7 (the client also #9), in one instance
+    with a scope."""
+    inst = tmp / "instances"
+    inst.mkdir()
+    entries = []
+    for name, files in REPOS.items():
+        make_repo(tmp / name, files)
+        issues = [{**ISSUE, "number": n, "url": f"https://github.com/acme/{name}/issues/{n}"}
+                  for n in ([7, 9] if name == "client" else [7])]  # fmt: skip
+        (tmp / f"{name}-issues.json").write_text(json.dumps(issues))
+        entries.append(f"  - name: {name}\n    path: {tmp / name}\n"
+                       f"    web_url: https://github.com/acme/{name}\n"
+                       f"    issues: {{file: {tmp / f'{name}-issues.json'}}}\n")  # fmt: skip
+    (inst / "product.yaml").write_text(
+        "repos:\n" + "".join(entries) + "scopes:\n  backend: [server, Worker]\n" + extra
+    )
+    return inst
+
+
+@pytest_asyncio.fixture
+async def product(tmp_path: Path, fake_embedder: FakeEmbedder) -> Any:
+    inst = world(tmp_path, "access:\n  slack:\n    channel_repos: {CBACK: backend, CSRV: server}\n")
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    await app.index("product")
+    yield app
+    await app.close()
+
+
+def _error(tmp: Path, text: str) -> str:
+    f = tmp / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_instance(f)
+    return str(e.value)
+
+
+def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None:
+    inst = world(tmp_path)
+    got = load_instance(inst / "product.yaml")
+    names = scopes(got)
+    assert names["backend"] == ("server", "worker")  # in repos order, an alias-free name each
+    assert names["client"] == ("client",) and names["all"] == ("server", "worker", "client")
+    repos = (inst / "product.yaml").read_text().split("scopes:")[0]
+    msg = _error(tmp_path, repos + (
+        "scopes:\n  backend: [server, nope]\n  client: [client]\n  all: [server]\n  empty: []\n"
+        "  'no good': [server]\n"
+        "access:\n  discord:\n    channel_repos: {123: frontend}\n"
+    ))  # fmt: skip
+    assert str(tmp_path / "bad.yaml") in msg
+    assert "scopes.backend[1]: 'nope' is no repository of this instance" in msg
+    assert "scopes.client: 'client' is already a repository's name" in msg
+    assert "scopes.all: 'all' is reserved" in msg
+    assert "scopes.empty: expected a list of repository names, got none" in msg
+    assert "scopes.no good: use letters" in msg
+    assert "access.discord.channel_repos.123: 'frontend' is no repository or scope" in msg
+    one = f"repo: {{path: {tmp_path / 'server'}}}\n"
+    msg = _error(tmp_path, one + "scopes:\n  x: [server]\n")
+    assert "scopes: only an instance over several repositories" in msg
+    msg = _error(tmp_path, one + "access:\n  slack:\n    channel_repos: {C1: server}\n")
+    assert "access.slack.channel_repos.C1: only an instance over several" in msg
+
+
+@pytest.mark.asyncio
+async def test_a_scope_filters_like_a_repository_and_all_lifts_it(product: FakeApp) -> None:
+    plain = await product.search("product", QUESTION, k=6)
+    assert plain.sources[0].repo == "client"  # its README says it outright
+    assert "filter" not in plain.route
+    for found in (await product.search("product", QUESTION, repo="backend"),
+                  await product.search("product", f"repo:Backend {QUESTION}")):  # fmt: skip
+        assert found.sources and {s.repo for s in found.sources} <= {"server", "worker"}
+        assert found.route["filter"] == {"name": "backend", "repos": ["server", "worker"]}
+    # Inside a scope, naming one of its repositories still tilts toward it.
+    named = await product.search("product", f"repo:backend {QUESTION} (worker)")
+    assert named.sources[0].repo == "worker"
+    every = await product.search("product", f"repo:all {QUESTION}", k=6)
+    assert [s.chunk_id for s in every.sources] == [s.chunk_id for s in plain.sources]
+    assert every.route["filter"] == {"name": "all", "repos": []}
+    with pytest.raises(BadQuestion, match=r"known: client, server, worker; scopes: backend"):
+        await product.search("product", QUESTION, repo="frontend")
+
+
+@pytest.mark.asyncio
+async def test_a_bare_number_in_a_scope_is_one_of_its_repositories(product: FakeApp) -> None:
+    """#7 is in all three: with the backend scope the issue and the code the hop finds are the
+    scope's; with one repository kept, that repository's."""
+    q = "where is the bug from issue #7 about a failed call that retries forever?"
+    scoped = await product.search("product", q, repo="backend")
+    assert scoped.sources and {s.repo for s in scoped.sources} <= {"server", "worker"}
+    assert scoped.sources[0].collection == "issues" and scoped.sources[0].issue == 7
+    one = await product.search("product", q, repo="client")
+    assert {s.repo for s in one.sources} == {"client"} and one.sources[0].issue == 7
+    # #9 is only the client's: the backend scope answers from its own repositories.
+    other = await product.search("product", q.replace("#7", "#9"), repo="backend")
+    assert other.sources and {s.repo for s in other.sources} <= {"server", "worker"}
+
+
+@pytest.mark.asyncio
+async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
+    tmp_path: Path, product: FakeApp
+) -> None:
+    stub = StubSlackApi()
+    await stub.start()
+    store = await ConversationStore.open(tmp_path / "conversations.sqlite")
+    w = World({"app": product}, stub, store)
+    w.make_bot()
+    try:
+
+        async def ask(text: str, channel: str) -> list[str]:
+            n = len(stub.of("chat.update"))
+            assert ack_text(await w.send(command(w, text, channel=channel))) == ""
+            await w.settle()
+            return section_texts(stub.of("chat.update")[n]["blocks"])
+
+        scoped = "\n".join(await ask(f"product {QUESTION}", "CBACK"))
+        assert "acme/server" in scoped and "acme/client" not in scoped
+        assert ("searched backend (server, worker), this channel's default: add repo:all to "
+                "search every repository") in scoped  # fmt: skip
+        one = "\n".join(await ask(f"product {QUESTION}", "CSRV"))
+        assert "acme/worker" not in one and "acme/client" not in one
+        assert "searched server, this channel's default" in one
+        lifted = "\n".join(await ask(f"product repo:all {QUESTION}", "CBACK"))
+        assert "acme/client" in lifted and "this channel's default" not in lifted
+        other = "\n".join(await ask(f"product repo:client {QUESTION}", "CBACK"))
+        assert "acme/client" in other and "acme/server" not in other
+        elsewhere = "\n".join(await ask(f"product {QUESTION}", "CGEN"))
+        assert "acme/client" in elsewhere and "this channel's default" not in elsewhere
+    finally:
+        assert w.bot is not None
+        await w.bot.drain()
+        await store.close()
+        await stub.stop()
