@@ -3,6 +3,7 @@ organisation that points one instance at all its repositories sees (issues 12 an
 
     python benchmarks/eval_multi.py --repos DIR --workdir DIR [--sets A B …] [--cache FILE]
         [-k 6] [--split all|tune|report] [--cited] [--localize] [--mirrors DIR]
+        [--channel none|team|own] [--single FILE]
 
 ``--repos``: a folder with one checkout per dev set (``eval_devsets.py`` makes them: the set's
 tree at its pinned commit, no history; a missing one is made from ``--mirrors``). In
@@ -16,6 +17,13 @@ and, with ``--cited``, at the level a person sees (the answer's cited sources, a
 returns them). ``--localize`` also scores ``localize.yaml`` (bug reports → the files their fix
 changed) on ``devsets-loc`` against each set's ``-loc`` instance: the same repositories, every
 tracker without the pull requests that fixed its set's bug reports (as ``eval_devsets.py``).
+
+``devsets`` has one scope per language team (:data:`TEAMS`: the repositories of one language).
+``--channel team`` asks each of its questions as in a chat channel whose default is the
+question's team (``access.*.channel_repos``: the service's ``repo`` = the team's scope);
+``--channel own`` as in one whose default is the question's own repository. ``--single``: the
+single instances' results of an earlier run (its ``single.json``, same halves and options),
+read instead of scored again.
 
 Written to ``--workdir``: ``single.json`` and ``org.json`` in ``eval_devsets.py``'s shape (so
 ``compare_devsets.py single.json org.json --split S --level L --per-set`` pairs them question by
@@ -58,6 +66,25 @@ from core.service import RepoExpert  # noqa: E402
 SETS = [p.name for p in sorted(DEVSETS.iterdir()) if (p / "questions.yaml").exists()]
 MULTI = "devsets"
 GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
+# An organisation's teams, by the language of their repositories (fixed in PLAN-s46.md before
+# any run): the org instance's scopes, and the channels of ``--channel team``.
+TEAMS = {
+    "python": ["marshmallow", "structlog", "tenacity", "uvicorn"],
+    "js": ["axios", "commander", "ky", "yargs"],
+    "go": ["burntsushi-toml", "chi", "urfave-cli"],
+    "rust": ["bat", "fd", "just"],
+    "ruby": ["rack", "thor"],
+    "java": ["gson", "jsoup"],
+}
+
+
+def channel_repo(name: str, channel: str) -> str | None:
+    """What a question of set ``name`` is filtered to on the org instance under ``--channel``."""
+    if channel == "own":
+        return name
+    if channel == "team":
+        return next(t for t, members in TEAMS.items() if name in members)
+    return None
 
 
 def repo_entry(name: str, repos: Path, issues: Path) -> dict[str, Any]:
@@ -90,9 +117,14 @@ def write_instances(
             # instance_file wrote the tracker without those pull requests beside the instance
             org_loc.append(repo_entry(name, repos, inst_dir / f"{name}{LOC}.issues.json"))
     desc = f"the {len(sets)} dev sets' repositories in one instance"
+    teams = {t: [m for m in ms if m in sets] for t, ms in TEAMS.items()}
+    scopes = {t: ms for t, ms in teams.items() if ms and t not in sets}
     for inst, entries in ((MULTI, org), (f"{MULTI}{LOC}", org_loc)):
         if entries:
-            text = yaml.safe_dump({"description": desc, "repos": entries}, sort_keys=False)
+            conf: dict[str, Any] = {"description": desc, "repos": entries}
+            if len(entries) > 1 and scopes:
+                conf["scopes"] = scopes
+            text = yaml.safe_dump(conf, sort_keys=False)
             (inst_dir / f"{inst}.yaml").write_text(text)
 
 
@@ -108,15 +140,17 @@ def in_repo(q: EvalQuestion, repo: str) -> EvalQuestion:
 
 
 async def score(
-    app: RepoExpert, inst: str, questions: list[EvalQuestion], k: int, cited: bool
-) -> dict[str, Any]:
+    app: RepoExpert, inst: str, questions: list[EvalQuestion], k: int, cited: bool,
+    repo: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """One instance's report on ``questions`` (``Report.to_json``), each question with the
-    repository of its first source (the instance's only one for a one-repository instance)."""
+    repository of its first source (the instance's only one for a one-repository instance);
+    ``repo``: the filter every question is asked with (a channel's default)."""
     first: dict[str, str] = {}
     answerer = app.answerer_for(inst)
 
     async def retrieve(q: str) -> Retrieval:
-        r = await app.retrieve(inst, q, k=k)
+        r = await app.retrieve(inst, q, k=k, repo=repo)
         if not cited:
             first[q] = r.sources[0].repo if r.sources else ""
         return r
@@ -213,6 +247,7 @@ async def run(args: argparse.Namespace) -> int:
         cache.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(args.cache, cache)
     app = RepoExpert(Settings(inst_dir, data))
+    earlier = json.loads(args.single.read_text()) if args.single else None
     index: dict[str, Any] = {}
     single: dict[str, Any] = {}
     org: dict[str, Any] = {}
@@ -220,7 +255,8 @@ async def run(args: argparse.Namespace) -> int:
     groups = ["qa", *(["localize"] if args.localize else [])]
     try:
         suffixes = ["", *([LOC] if args.localize else [])]
-        for inst in [f"{n}{s}" for n in [*args.sets, MULTI] for s in suffixes]:
+        built = [MULTI] if earlier is not None else [*args.sets, MULTI]
+        for inst in [f"{n}{s}" for n in built for s in suffixes]:
             t = time.perf_counter()
             s = await app.index(inst)
             index[inst] = {"seconds": round(time.perf_counter() - t, 1),
@@ -236,10 +272,14 @@ async def run(args: argparse.Namespace) -> int:
                 suffix = LOC if group == "localize" else ""
                 for level in levels:
                     cited = level == "cited"
-                    s_rep = await score(app, f"{name}{suffix}", qs, args.k, cited)
-                    for q in s_rep["questions"]:
-                        q["first_repo"] = name  # a one-repository instance: its own
-                    o_rep = await score(app, f"{MULTI}{suffix}", pinned, args.k, cited)
+                    if earlier is not None:
+                        s_rep = earlier[name][args.split][group][level]["full"]
+                    else:
+                        s_rep = await score(app, f"{name}{suffix}", qs, args.k, cited)
+                        for q in s_rep["questions"]:
+                            q["first_repo"] = name  # a one-repository instance: its own
+                    o_rep = await score(app, f"{MULTI}{suffix}", pinned, args.k, cited,
+                                        channel_repo(name, args.channel))  # fmt: skip
                     for out, rep in ((single, s_rep), (org, o_rep)):
                         groups_of = out.setdefault(name, {}).setdefault(args.split, {})
                         groups_of.setdefault(group, {})[level] = {"full": rep}
@@ -266,6 +306,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cited", action="store_true", help="also score the answer's cited sources")
     ap.add_argument("--localize", action="store_true", help="also score localize.yaml")
     ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--channel", choices=["none", "team", "own"], default="none",
+                    help="ask the org instance's questions as in a channel whose default is the "
+                    "question's language team (a scope) or its own repository")  # fmt: skip
+    ap.add_argument("--single", type=Path, help="single.json of an earlier run: not scored again")
     return asyncio.run(run(ap.parse_args(argv)))
 
 

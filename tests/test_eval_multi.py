@@ -84,3 +84,15 @@ def test_pooled_table_single_to_org_and_own_repository_first() -> None:
     row_a = next(ln for ln in text.splitlines() if ln.startswith("| a | qa | cited"))
     assert row_a.rstrip(" |").endswith("0.500")
     assert "retrieval" not in text.split("| instance |")[0].split("own first |")[1]
+
+
+def test_teams_are_scopes_of_the_org_instance_and_channels_filter_by_them(tmp_path: Path) -> None:
+    teams = {s for members in eval_multi.TEAMS.values() for s in members}
+    assert teams == set(eval_multi.SETS)  # every set in exactly one team
+    assert sum(len(m) for m in eval_multi.TEAMS.values()) == len(eval_multi.SETS)
+    eval_multi.write_instances(["ky", "axios", "chi"], tmp_path / "repos", tmp_path / "i")
+    org = load_instance(tmp_path / "i" / "devsets.yaml")
+    assert org.scopes == {"js": ["axios", "ky"], "go": ["chi"]}  # teams of the sets given
+    assert eval_multi.channel_repo("ky", "team") == "js"
+    assert eval_multi.channel_repo("ky", "own") == "ky"
+    assert eval_multi.channel_repo("ky", "none") is None
