@@ -49,9 +49,13 @@ def test_deeper_counts_repositories_and_is_capped() -> None:
     one = Options.of(RetrievalConfig())
     assert one.deeper() is one  # one repository: nothing to go deeper for
     two = dataclasses.replace(one, aliases={"a": "a", "sdk": "b", "b": "b"})
-    assert two.deeper().config.candidates == one.config.candidates * 2
+    assert two.deeper().depth == one.config.candidates * 2
+    assert two.deeper().config.candidates == one.config.candidates  # what the filter keeps
     many = dataclasses.replace(one, aliases={str(i): str(i) for i in range(1000)})
-    assert many.deeper().config.candidates == MAX_CANDIDATES
+    assert many.deeper().depth == MAX_CANDIDATES
+    # A scope keeping 250 of 1000 repositories reads four times as many rows.
+    scope = dataclasses.replace(many, keep=tuple(str(i) for i in range(250)))
+    assert scope.deeper().depth == one.config.candidates * 4
 
 
 def test_the_note_names_every_repository_and_which_came_first() -> None:

@@ -165,7 +165,7 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
             return section_texts(stub.of("chat.update")[n]["blocks"])
 
         scoped = "\n".join(await ask(f"product {QUESTION}", "CBACK"))
-        assert "acme/server" in scoped and "acme/client" not in scoped
+        assert "acme/worker" in scoped and "acme/client" not in scoped
         assert ("searched backend (server, worker), this channel's default: add repo:all to "
                 "search every repository") in scoped  # fmt: skip
         one = "\n".join(await ask(f"product {QUESTION}", "CSRV"))
@@ -182,3 +182,28 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
         await w.bot.drain()
         await store.close()
         await stub.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_filter_scores_the_kept_repositories_as_their_own_pool(product: FakeApp) -> None:
+    """The candidates of a filtered question are the kept repositories' rows, ranked and
+    normalised among themselves (the ranker's features as that repository's own instance
+    computes them), not among every repository's."""
+    from core.retrieve.analyse import analyse
+    from core.retrieve.candidates import find
+    from core.retrieve.options import Options
+    from core.retrieve.repos import repo_options
+
+    inst = product.instance("product")
+    reader = await product.reader("product")
+    q = await product.embedder("product").embed_query(QUESTION)
+    for repo in ("worker", "backend"):
+        opt = repo_options(inst, Options.of(inst.retrieval), repo)
+        found = await find(reader, q, QUESTION, analyse(QUESTION, opt.aliases), opt)
+        hits = [h for hs in found.hits.values() for h in hs]
+        assert hits and all(h.chunk is not None and h.chunk.repo in opt.keep for h in hits)
+        for hs in found.hits.values():
+            ranks = sorted(h.dense_rank for h in hs if h.dense_rank is not None)
+            assert ranks == list(range(len(ranks)))
+            lex = [h.lex for h in hs if h.lex]
+            assert not lex or max(lex) == pytest.approx(1.0)

@@ -217,13 +217,18 @@ async def find(
     exact = await exact_rows(reader, route, text) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}
+    n = opt.depth or cfg.candidates
     for c in collections:
         if not reader.size(c):
             continue
         if opt.mode in ("full", "dense", "rrf"):
-            dense[c] = await reader.dense(c, q, cfg.candidates)
+            dense[c] = await reader.dense(c, q, n)
         if opt.mode in ("full", "bm25", "rrf") and terms:
-            lex[c] = await reader.lexical(c, terms, cfg.candidates)
+            lex[c] = await reader.lexical(c, terms, n)
+        if opt.keep:  # a filter: the kept repositories' rows, scored as their own pool
+            dense[c], lex[c], exact[c] = await _kept(
+                reader, c, opt.keep, cfg.candidates, dense.get(c, []), lex.get(c, []),
+                exact.get(c, {}))  # fmt: skip
     if opt.mode == "dense":
         return Found({c: [Candidate(c, h.row, h.score) for h in hs] for c, hs in dense.items()})
     if opt.mode == "bm25":
@@ -247,6 +252,21 @@ async def find(
             known = {h.row for h in code}
             found.hits["code"] = code + [h for h in more if h.row not in known]
     return found
+
+
+async def _kept(
+    reader: BuildReader, c: Collection, keep: tuple[str, ...], n: int, dense: list[Hit],
+    lex: list[Hit], exact: dict[int, str],
+) -> tuple[list[Hit], list[Hit], dict[int, str]]:  # fmt: skip
+    """The first ``n`` rows of ``keep``'s repositories in each list (and their exact rows), so
+    that ranks, the lexical normalisation and the ranker's pool-relative features are those of
+    the kept repositories' candidates — as their own instance computes them — not of every
+    repository's."""
+    rows = {h.row for h in dense} | {h.row for h in lex} | set(exact)
+    chunks = await reader.chunks(c, sorted(rows)) if rows else {}
+    kept = {r for r, ch in chunks.items() if ch.repo in keep}
+    return ([h for h in dense if h.row in kept][:n], [h for h in lex if h.row in kept][:n],
+            {r: w for r, w in exact.items() if r in kept})  # fmt: skip
 
 
 async def _score(

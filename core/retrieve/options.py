@@ -48,6 +48,9 @@ class Options:
     scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     repo: str | None = None
     keep: tuple[str, ...] = ()
+    # How many rows each collection's dense and lexical lists are read from before a filter
+    # keeps ``config.candidates`` of them (0: ``config.candidates``; :meth:`deeper`).
+    depth: int = 0
 
     @classmethod
     def of(
@@ -77,10 +80,11 @@ class Options:
         return {c: self.weights.get(c, 1.0) for c in COLLECTIONS}
 
     def deeper(self) -> Options:
-        """An instance over several repositories: each collection's candidates taken from as
-        many times more rows as the instance has repositories per one the filter keeps (at most
-        :data:`MAX_CANDIDATES`), so a ``repo:NAME`` filter — or a scope's — leaves about as many
-        as a one-repository instance has. (Doing the same
+        """An instance over several repositories: each collection's lists read from as many
+        times more rows as the instance has repositories per one the filter keeps (at most
+        :data:`MAX_CANDIDATES`), so that a ``repo:NAME`` filter — or a scope's — finds about
+        as many candidates as a one-repository instance has (``candidates.find`` keeps the
+        filter's rows before it scores them). (Doing the same
         for every bug report passed the eighteen sets' tuning halves in one instance, +0.022
         cited MRR, and not their reporting halves, +0.004 ± 0.008, at 3.4 times the time:
         benchmarks/results/multi/RESULTS.md.)"""
@@ -88,5 +92,4 @@ class Options:
         if n < 2:
             return self
         share = -(-n // max(len(self.keep), 1))  # the filter keeps about 1/share of the rows
-        more = min(MAX_CANDIDATES, self.config.candidates * share)
-        return dataclasses.replace(self, config=self.config.model_copy(update={"candidates": more}))
+        return dataclasses.replace(self, depth=min(MAX_CANDIDATES, self.config.candidates * share))
