@@ -55,7 +55,7 @@ PAGE_CSP = (
 )
 FIELDS = {
     "search": {"instance", "query", "k", "collection", "repo"},
-    "ask": {"instance", "question", "conversation", "stream"},
+    "ask": {"instance", "question", "conversation", "stream", "repo"},
     "feedback": {"turn", "verdict"},
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -196,13 +196,14 @@ class ApiServer:
 
         def run(on_text: OnText | None = None) -> Awaitable[dict[str, Any]]:
             return self.gw.ask(caller, platform, instance, question, b.get("conversation"),
-                               on_text=on_text)  # fmt: skip
+                               on_text=on_text, repo=b.get("repo"))  # fmt: skip
 
         if not b.get("stream"):
             return web.json_response(await run())
         # Checked before the stream starts, so these are plain JSON errors with their status.
-        self.gw.instance(caller, instance)
+        inst = self.gw.instance(caller, instance)
         self.gw.text(question, "question")
+        self.gw.app.check_repo(inst, self.gw.repo(b.get("repo")))
         return await self._stream(request, run)
 
     async def _stream(

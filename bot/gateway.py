@@ -191,6 +191,11 @@ class Gateway:
             raise Rejected("too_long", 413, f"{what} is longer than {limit} characters")
         return value.strip()
 
+    def repo(self, value: Any) -> str | None:
+        if value is not None and not isinstance(value, str):
+            raise Rejected("bad_request", 400, "repo must be a repository or scope name")
+        return value
+
     def k(self, value: Any) -> int | None:
         if value is None:
             return None
@@ -220,9 +225,7 @@ class Gateway:
             one_of = ", ".join(COLLECTIONS)
             raise Rejected("bad_request", 400, f"collection must be one of {one_of}")
         coll: Collection | None = collection
-        if repo is not None and not isinstance(repo, str):
-            raise Rejected("bad_request", 400, "repo must be a repository or scope name")
-        found = await self.app.search(inst, q, k=n, collection=coll, repo=repo)  # not rate-limited
+        found = await self.app.search(inst, q, k=n, collection=coll, repo=self.repo(repo))
         return {"instance": inst, "query": q, "commit": found.commit,
                 "sources": [s.to_json() for s in found.sources]}  # fmt: skip
 
@@ -234,11 +237,14 @@ class Gateway:
         question: Any,
         conversation: Any = None,
         on_text: OnText | None = None,
+        repo: Any = None,
     ) -> dict[str, Any]:
         """The answer as ``ask --json`` prints it, with ``conversation`` (pass it back to follow
-        up) and ``turn`` (to give feedback on)."""
+        up) and ``turn`` (to give feedback on); ``repo``: only this repository's or scope's
+        sources (an instance over several)."""
         inst = self.instance(caller, name)
         q = self.text(question, "question")
+        kept = self.repo(repo)
         if conversation is None:
             conversation = secrets.token_urlsafe(12)
         elif not isinstance(conversation, str) or not CONVERSATION.match(conversation):
@@ -251,7 +257,8 @@ class Gateway:
         try:
             n = self.config.history_turns
             history = await self.store.history(platform, thread, n) if n else []
-            answer = await self.app.ask(inst, q, conversation=history or None, on_text=on_text)
+            answer = await self.app.ask(inst, q, conversation=history or None, on_text=on_text,
+                                        repo=kept)  # fmt: skip
             turn = await self.store.add_turn(platform, thread, inst, caller.name, q, answer)
         except Exception as e:
             self.metrics.failed(platform, e)

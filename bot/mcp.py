@@ -108,9 +108,14 @@ def build_server(gw: Gateway, http: bool = False) -> MCPServer[Any]:
         conversation: Annotated[
             str | None, Field(description="The conversation of an earlier answer, to follow up")
         ] = None,
+        repo: Annotated[
+            str | None,
+            Field(description="Only this repository or scope (an instance over several)"),
+        ] = None,
     ) -> dict[str, Any]:
         caller = _principal(gw, ctx, http)
-        return await _call(lambda: gw.ask(caller, "mcp", instance, question, conversation))
+        return await _call(lambda: gw.ask(caller, "mcp", instance, question, conversation,
+                                          repo=repo))  # fmt: skip
 
     @server.tool(description="Read lines of a docs or code file of a repository exactly as "
                  "indexed (at the indexed commit), with their permalink; at most 400 lines a "

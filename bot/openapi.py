@@ -93,6 +93,17 @@ def document(config: ServeConfig) -> dict[str, Any]:
                 "indexed": {"type": "boolean"},
                 "commit": {"type": ["string", "null"]},
                 "built_at": {"type": ["number", "null"]},
+                "repos": {
+                    "type": "array",
+                    "description": "An instance over several repositories: each one's name, "
+                    "repository and commit",
+                    "items": {"type": "object"},
+                },
+                "scopes": {
+                    "type": "object",
+                    "description": "Named groups of its repositories (a repo filter takes them)",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                },
             },
         },
         "SearchRequest": {
@@ -121,6 +132,10 @@ def document(config: ServeConfig) -> dict[str, Any]:
                     "type": "string",
                     "pattern": "^[A-Za-z0-9_-]{8,64}$",
                     "description": "From a previous answer: ask a follow-up",
+                },
+                "repo": {
+                    "type": "string",
+                    "description": "Only this repository or scope (of several; 'all': every one)",
                 },
                 "stream": {
                     "type": "boolean",

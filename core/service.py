@@ -29,7 +29,15 @@ import numpy as np
 
 from core.answer import Answerer, LLMAnswerer, OnText, make_answerer
 from core.answer.support import embedding_similarity
-from core.config import Instance, Settings, find_instance, is_multi, load_all, repo_views
+from core.config import (
+    Instance,
+    Settings,
+    find_instance,
+    is_multi,
+    load_all,
+    repo_views,
+    scopes,
+)
 from core.embed import EmbedService, embed_service
 from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
@@ -205,6 +213,9 @@ class RepoExpert:
                  "commit": (built.get(v.repo_name) or {}).get("commit")}
                 for v in repo_views(inst)
             ]  # fmt: skip
+            if inst.scopes:  # named groups of them: a scope's name filters like a repository's
+                named = scopes(inst)
+                out["scopes"] = {s: list(named[s.lower()]) for s in inst.scopes}
         return out
 
     async def has_index(self, name: str) -> bool:
@@ -269,6 +280,12 @@ class RepoExpert:
                                translator=self.translator)  # fmt: skip
         found.commit = reader.meta.get("commit")
         return found
+
+    def check_repo(self, name: str, repo: str | None) -> None:
+        """:class:`BadQuestion` unless ``repo`` is None or a repository, scope or ``all`` of
+        instance ``name`` (checked before an answer starts streaming)."""
+        inst = self.instance(name)
+        repo_options(inst, Options.of(inst.retrieval), repo)
 
     async def kinds(self, embedder: EmbedService, classifier: Path | None = None) -> KindModel:
         """The question-kind model of an embedder (its examples embedded once, then cached);

@@ -207,3 +207,48 @@ async def test_a_filter_scores_the_kept_repositories_as_their_own_pool(product: 
             assert ranks == list(range(len(ranks)))
             lex = [h.lex for h in hs if h.lex]
             assert not lex or max(lex) == pytest.approx(1.0)
+
+
+@pytest.mark.asyncio
+async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product: FakeApp) -> None:
+    """The HTTP API's ask (plain and streamed) and search, and MCP's ask through the SDK's own
+    client, keep a scope's repositories; the instance listing shows the scopes."""
+    import httpx
+    from face_rig import ApiRig
+    from mcp import Client
+
+    from bot.gateway import Gateway
+    from bot.mcp import build_server
+    from bot.settings import ServeConfig
+
+    api = await ApiRig(product).start()
+    try:
+        async with httpx.AsyncClient(timeout=60) as c:
+            listed = (await c.get(api.url + "/v1/instances")).json()["instances"]
+            assert listed[0]["scopes"] == {"backend": ["server", "worker"]}
+            body = {"instance": "product", "question": QUESTION}
+            r = await c.post(api.url + "/v1/ask", json={**body, "repo": "backend"})
+            assert r.status_code == 200, r.text
+            got = r.json()
+            assert got["sources"] and {s["repo"] for s in got["sources"]} <= {"server", "worker"}
+            assert got["route"]["filter"] == {"name": "backend", "repos": ["server", "worker"]}
+            assert "this channel's default" not in got["note"]  # asked for, not a default
+            r = await c.post(api.url + "/v1/ask", json={**body, "repo": "client", "stream": True})
+            assert r.status_code == 200 and '"repo": "client"' in r.text
+            assert '"repo": "server"' not in r.text and '"repo": "worker"' not in r.text
+            for bad, why in ((7, "repo must be a repository or scope name"),
+                             ("nope", "no such repository")):  # fmt: skip
+                r = await c.post(api.url + "/v1/ask", json={**body, "repo": bad, "stream": True})
+                assert r.status_code == 400 and why in r.json()["error"]["message"]
+    finally:
+        await api.close()
+    store = await ConversationStore.open(tmp_path / "mcp.sqlite")
+    try:
+        gw = Gateway(product, store, ServeConfig(), product.load_instances())
+        async with Client(build_server(gw)) as client:
+            res = await client.call_tool("ask", {"instance": "product", "question": QUESTION,
+                                                 "repo": "backend"})  # fmt: skip
+            got = json.loads(res.content[0].text)
+            assert got["sources"] and {s["repo"] for s in got["sources"]} <= {"server", "worker"}
+    finally:
+        await store.close()
