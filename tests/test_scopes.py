@@ -252,3 +252,63 @@ async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product:
             assert got["sources"] and {s["repo"] for s in got["sources"]} <= {"server", "worker"}
     finally:
         await store.close()
+
+
+def _drive_scopes(url: str, tmp: Path) -> dict[str, Any]:
+    """The web page in a real browser: the scope picker of an instance over several
+    repositories, and sources labelled with their repository."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from test_web import chrome
+
+    d = chrome(tmp / "profile")
+    seen: dict[str, Any] = {}
+    try:
+        wait = WebDriverWait(d, 60)
+        d.get(url + "/")
+        wait.until(lambda d: not d.find_element(By.ID, "scope-field").get_attribute("hidden"))
+        pick = Select(d.find_element(By.ID, "scope"))
+        seen["options"] = [(o.get_attribute("value"), o.text) for o in pick.options]
+        seen["labelled"] = d.execute_script(
+            "return [...document.querySelectorAll('select')].every((e) => e.labels.length > 0)"
+        )
+        pick.select_by_value("backend")
+        d.find_element(By.ID, "question").send_keys(QUESTION, Keys.ENTER)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".turn .sources .source"))
+        seen["status"] = d.find_element(By.ID, "status").text
+        seen["sources"] = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".sources .source")]
+        pick.select_by_value("")
+        d.find_element(By.ID, "question").send_keys(QUESTION, Keys.ENTER)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 2)
+        last = d.find_elements(By.CSS_SELECTOR, ".turn")[-1]
+        seen["all"] = [e.text for e in last.find_elements(By.CSS_SELECTOR, ".sources .source")]
+    finally:
+        d.quit()
+    return seen
+
+
+@pytest.mark.asyncio
+async def test_the_web_page_picks_a_scope_in_a_real_browser(
+    tmp_path: Path, product: FakeApp
+) -> None:
+    import asyncio
+
+    from face_rig import ApiRig
+
+    api = await ApiRig(product).start()
+    try:
+        seen = await asyncio.to_thread(_drive_scopes, api.url, tmp_path)
+    finally:
+        await api.close()
+    assert seen["options"] == [
+        ("", "All repositories"),
+        ("backend", "backend (server, worker)"),
+        ("server", "server"),
+        ("worker", "worker"),
+        ("client", "client"),
+    ]
+    assert seen["labelled"] and seen["status"].startswith("Answered")
+    assert seen["sources"] and all(s.startswith(("server: ", "worker: ", "server#", "worker#"))
+                                   for s in seen["sources"])  # fmt: skip
+    assert any(s.startswith("client: ") for s in seen["all"])  # every repository again

@@ -75,6 +75,23 @@ function describe() {
   }
   const at = inst.commit ? `indexed at ${inst.commit.slice(0, 12)}` : "not indexed yet";
   info.textContent = [inst.repository, at].filter(Boolean).join(" · ");
+  scopes(inst);
+}
+
+// An instance over several repositories: which of them to search — every one, a scope (a
+// named group of them, `scopes:`), or one — sent as the question's `repo`.
+function scopes(inst) {
+  const select = $("scope");
+  const repos = (inst && inst.repos) || [];
+  const kept = select.dataset.instance === (inst && inst.name) ? select.value : "";
+  select.replaceChildren(el("option", { value: "", text: "All repositories" }));
+  for (const [name, members] of Object.entries((inst && inst.scopes) || {})) {
+    select.append(el("option", { value: name, text: `${name} (${members.join(", ")})` }));
+  }
+  for (const r of repos) select.append(el("option", { value: r.name, text: r.name }));
+  select.value = [...select.options].some((o) => o.value === kept) ? kept : "";
+  select.dataset.instance = inst ? inst.name : "";
+  $("scope-field").hidden = repos.length < 2;
 }
 
 // Answer text: paragraphs, ``` fences as code, [n] markers (not in a code span) as links to the
@@ -115,7 +132,14 @@ function isLink(url) {
   return /^https?:\/\//.test(url || "");
 }
 
+// A source's place; in an instance over several repositories, its repository first.
 function where(s) {
+  const place = within(s);
+  if (!s.repo) return place;
+  return place.startsWith("#") ? `${s.repo}${place}` : `${s.repo}: ${place}`;
+}
+
+function within(s) {
   if (s.issue !== null && s.issue !== undefined) return `#${s.issue}`;
   // without a web URL, `url` is the pinned place itself: "path:9-12 @ 1a2b3c4"
   if (s.url && !isLink(s.url) && s.path && s.url.startsWith(s.path)) return s.url;
@@ -237,9 +261,10 @@ async function ask(event) {
   card.append(box);
   $("log").append(card);
   $("send").disabled = true;
-  status(`Searching ${instance} …`);
   const body = { instance, question, stream: true };
   if (conversation) body.conversation = conversation;
+  if (!$("scope-field").hidden && $("scope").value) body.repo = $("scope").value;
+  status(`Searching ${instance}${body.repo ? ` (${body.repo})` : ""} …`);
   try {
     const resp = await fetch("v1/ask", { method: "POST", headers: headers(),
                                          body: JSON.stringify(body) });
