@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
-from core.models import Answer, Retrieval, Source
+from core.models import Answer, Retrieval, Source, Turn
 from core.ops.metrics import Metrics
 from core.service import Conversations, OnText, RepoExpert, has_filter
 from core.store.conversations import FeedbackRecord, Verdict
@@ -217,7 +217,8 @@ class ChatCore:
         self.metrics.in_progress.inc()
         try:
             history = await self.store.history(place.platform, thread, n) if n else []
-            repo = self.channel_repo(pick.instance, place.platform, place.channel, pick.question)
+            repo = self.channel_repo(pick.instance, place.platform, place.channel, pick.question,
+                                     history)  # fmt: skip
             answer = await self.app.ask(
                 pick.instance, pick.question, conversation=history or None, on_text=on_text,
                 retrieval=retrieval, repo=repo,
@@ -239,12 +240,15 @@ class ChatCore:
         )  # fmt: skip
         return Reply(answer, turn)
 
-    def channel_repo(self, instance: str, platform: Platform, channel: str, question: str
-                     ) -> str | None:  # fmt: skip
+    def channel_repo(self, instance: str, platform: Platform, channel: str, question: str,
+                     earlier: list[Turn] | None = None) -> str | None:  # fmt: skip
         """The repository or scope a channel's questions search (``access.*.channel_repos``),
-        unless the question names its own with ``repo:NAME`` (``repo:all``: every one)."""
+        unless the question — or an earlier turn of its thread, which its follow-ups continue —
+        names its own with ``repo:NAME`` (``repo:all``: every one)."""
         inst = self.access.instances.get(instance)
-        if inst is None or has_filter(question):
+        if inst is None or any(
+            has_filter(q) for q in [question, *(t.question for t in earlier or [])]
+        ):
             return None
         return inst.access.channel_repo(platform, channel)
 

@@ -17,7 +17,7 @@ import pytest_asyncio
 from helpers import FakeApp, FakeEmbedder, make_repo
 from stub_bot_core import section_texts
 from stub_slack_api import StubSlackApi
-from test_slack import World, ack_text, command
+from test_slack import World, ack_text, command, mention
 
 from core.config import load_instance, scopes
 from core.errors import BadQuestion, ConfigError
@@ -177,6 +177,17 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
         assert "acme/client" in other and "acme/server" not in other
         elsewhere = "\n".join(await ask(f"product {QUESTION}", "CGEN"))
         assert "acme/client" in elsewhere and "this channel's default" not in elsewhere
+        # A thread that lifted the default keeps it lifted for its follow-ups.
+        for text, ts, thread in ((f"product repo:all {QUESTION}", "300.000100", None),
+                                 ("and how many times with backoff?", "300.000200",
+                                  "300.000100")):  # fmt: skip
+            n = len(stub.calls)
+            await w.send(mention(text, ts, channel="CBACK", thread_ts=thread, user="U7"))
+            await w.settle()
+            blocks = [c.args["blocks"] for c in stub.calls[n:] if "blocks" in c.args]
+            last = "\n".join(section_texts(blocks[-1]))
+            assert "this channel's default" not in last
+        assert "acme/client" in last
     finally:
         assert w.bot is not None
         await w.bot.drain()
