@@ -24,7 +24,7 @@ from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Retrieval, Source, Turn
 from core.ops.metrics import Metrics
-from core.service import Conversations, OnText, RepoExpert, has_filter
+from core.service import Conversations, OnText, RepoExpert, has_filter, resolve_followup
 from core.store.conversations import FeedbackRecord, Verdict
 
 from . import messages
@@ -243,12 +243,10 @@ class ChatCore:
     def channel_repo(self, instance: str, platform: Platform, channel: str, question: str,
                      earlier: list[Turn] | None = None) -> str | None:  # fmt: skip
         """The repository or scope a channel's questions search (``access.*.channel_repos``),
-        unless the question — or an earlier turn of its thread, which its follow-ups continue —
-        names its own with ``repo:NAME`` (``repo:all``: every one)."""
+        unless the question names its own with ``repo:NAME`` (``repo:all``: every one) — it
+        or, for a follow-up, the turn it follows (searched together with it)."""
         inst = self.access.instances.get(instance)
-        if inst is None or any(
-            has_filter(q) for q in [question, *(t.question for t in earlier or [])]
-        ):
+        if inst is None or has_filter(resolve_followup(question, earlier or None)):
             return None
         return inst.access.channel_repo(platform, channel)
 
@@ -268,7 +266,7 @@ def channel_note(answer: Answer) -> str:
     """What a channel's default repository or scope did to the answer, and how to lift it."""
     kept = answer.route.get("filter") or {}
     name, repos = kept.get("name"), kept.get("repos") or []
-    if not name:
+    if not name or not repos:
         return ""
     which = name if repos == [name] else f"{name} ({', '.join(repos)})"
     return f"searched {which}, this channel's default: add repo:all to search every repository"

@@ -71,7 +71,7 @@ EmbedderFor = Callable[[Instance], EmbedService]
 # What faces use with the service: the service's own types, importable from here.
 __all__ = [
     "Conversations", "FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest",
-    "checked_question", "has_filter",
+    "checked_question", "has_filter", "resolve_followup",
 ]  # fmt: skip
 
 # How long a replaced index reader stays open for the questions still running on it.

@@ -106,6 +106,13 @@ def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None
     assert "scopes.empty: expected a list of repository names, got none" in msg
     assert "scopes.no good: use letters" in msg
     assert "access.discord.channel_repos.123: 'frontend' is no repository or scope" in msg
+    msg = _error(tmp_path, repos.replace("name: client", "name: all") + (
+        "scopes:\n  py: [server]\n  PY: [worker]\n"
+        "access:\n  slack:\n    channel_repos: {C9: all}\n"
+    ))  # fmt: skip
+    assert "repos[2]: 'all' is reserved (repo:all searches every repository)" in msg
+    assert "scopes.PY: the same name as scopes.py (names ignore case)" in msg
+    assert "access.slack.channel_repos.C9: 'all' is what a channel without a default" in msg
     one = f"repo: {{path: {tmp_path / 'server'}}}\n"
     msg = _error(tmp_path, one + "scopes:\n  x: [server]\n")
     assert "scopes: only an instance over several repositories" in msg
@@ -128,6 +135,8 @@ async def test_a_scope_filters_like_a_repository_and_all_lifts_it(product: FakeA
     every = await product.search("product", f"repo:all {QUESTION}", k=6)
     assert [s.chunk_id for s in every.sources] == [s.chunk_id for s in plain.sources]
     assert every.route["filter"] == {"name": "all", "repos": []}
+    ended = await product.search("product", f"{QUESTION}, in repo:all.", k=6)
+    assert ended.route["filter"]["name"] == "all"  # the sentence's full stop is no part of it
     with pytest.raises(BadQuestion, match=r"known: client, server, worker; scopes: backend"):
         await product.search("product", QUESTION, repo="frontend")
 
@@ -142,6 +151,21 @@ async def test_a_bare_number_in_a_scope_is_one_of_its_repositories(product: Fake
     assert scoped.sources[0].collection == "issues" and scoped.sources[0].issue == 7
     one = await product.search("product", q, repo="client")
     assert {s.repo for s in one.sources} == {"client"} and one.sources[0].issue == 7
+    # What the answer says of a #N that several repositories have: only the kept ones.
+    plain = await product.ask("product", "is #7 still open?")
+    assert "#7 is in client, server and worker" in plain.note
+    backend = await product.ask("product", "is #7 still open?", repo="backend")
+    assert backend.route["signals"]["issues_in_several"] == {"7": ["server", "worker"]}
+    assert "client" not in backend.note and "#7 is in server and worker" in backend.note
+    server = await product.ask("product", "is #7 still open?", repo="server")
+    assert "is in" not in server.note and server.route["signals"]["repo_issues"] == {"7": "server"}
+    # A follow-up's own repo: replaces the one of the turn it follows.
+    from core.models import Turn
+
+    turn = [Turn(f"repo:worker {QUESTION}", "The worker retries a failed job five times.")]
+    follow = await product.ask("product", "and repo:client with backoff?", conversation=turn)
+    assert follow.route["filter"]["name"] == "client"
+    assert {s.repo for s in follow.sources} == {"client"}
     # #9 is only the client's: the backend scope answers from its own repositories.
     other = await product.search("product", q.replace("#7", "#9"), repo="backend")
     assert other.sources and {s.repo for s in other.sources} <= {"server", "worker"}
@@ -188,6 +212,14 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
             last = "\n".join(section_texts(blocks[-1]))
             assert "this channel's default" not in last
         assert "acme/client" in last
+        # A new question in that thread (no follow-up of the lifted one): the default again.
+        n = len(stub.calls)
+        await w.send(mention("Where does the server answer one request path?", "300.000300",
+                             channel="CBACK", thread_ts="300.000100", user="U7"))  # fmt: skip
+        await w.settle()
+        blocks = [c.args["blocks"] for c in stub.calls[n:] if "blocks" in c.args]
+        assert "searched backend (server, worker), this channel's default" in "\n".join(
+            section_texts(blocks[-1]))  # fmt: skip
     finally:
         assert w.bot is not None
         await w.bot.drain()
@@ -294,6 +326,12 @@ def _drive_scopes(url: str, tmp: Path) -> dict[str, Any]:
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 2)
         last = d.find_elements(By.CSS_SELECTOR, ".turn")[-1]
         seen["all"] = [e.text for e in last.find_elements(By.CSS_SELECTOR, ".sources .source")]
+        # The picker is a default: a question's own repo: is searched as it says.
+        pick.select_by_value("backend")
+        d.find_element(By.ID, "question").send_keys(f"repo:client {QUESTION}", Keys.ENTER)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 3)
+        last = d.find_elements(By.CSS_SELECTOR, ".turn")[-1]
+        seen["own"] = [e.text for e in last.find_elements(By.CSS_SELECTOR, ".sources .source")]
     finally:
         d.quit()
     return seen
@@ -323,3 +361,4 @@ async def test_the_web_page_picks_a_scope_in_a_real_browser(
     assert seen["sources"] and all(s.startswith(("server: ", "worker: ", "server#", "worker#"))
                                    for s in seen["sources"])  # fmt: skip
     assert any(s.startswith("client: ") for s in seen["all"])  # every repository again
+    assert seen["own"] and all(s.startswith(("client: ", "client#")) for s in seen["own"])

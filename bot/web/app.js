@@ -71,6 +71,7 @@ function describe() {
   const info = $("instance-info");
   if (!inst) {
     info.textContent = "";
+    scopes(null);
     return;
   }
   const at = inst.commit ? `indexed at ${inst.commit.slice(0, 12)}` : "not indexed yet";
@@ -263,7 +264,9 @@ async function ask(event) {
   $("send").disabled = true;
   const body = { instance, question, stream: true };
   if (conversation) body.conversation = conversation;
-  if (!$("scope-field").hidden && $("scope").value) body.repo = $("scope").value;
+  // The picker is a default: a question that says repo:NAME itself is searched as it says.
+  const own = /(^|[^\w/])repo:[A-Za-z0-9]/i.test(question);
+  if (!$("scope-field").hidden && $("scope").value && !own) body.repo = $("scope").value;
   status(`Searching ${instance}${body.repo ? ` (${body.repo})` : ""} …`);
   try {
     const resp = await fetch("v1/ask", { method: "POST", headers: headers(),

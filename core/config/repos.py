@@ -86,6 +86,17 @@ def scope_problems(inst: Instance) -> list[str]:
     repository (or ``all``), a channel default that is no repository or scope."""
     problems: list[str] = []
     names = aliases(inst)
+    for i, e in enumerate(inst.repos if names else []):
+        for a in [e.name, *e.aliases]:
+            if a.lower() == EVERY:
+                problems.append(f"  repos[{i}]: '{a}' is reserved (repo:{EVERY} searches "
+                                "every repository): give it another name or alias")  # fmt: skip
+    seen: dict[str, str] = {}
+    for scope in inst.scopes:
+        other = seen.setdefault(scope.lower(), scope)
+        if other != scope:
+            problems.append(f"  scopes.{scope}: the same name as scopes.{other} (names ignore "
+                            "case)")  # fmt: skip
     if not names:
         if inst.scopes:
             problems.append("  scopes: only an instance over several repositories (repos:) has "
@@ -112,6 +123,9 @@ def scope_problems(inst: Instance) -> list[str]:
             if not names:
                 problems.append(f"  {key}: only an instance over several repositories (repos:) "
                                 "has a channel's default repository")  # fmt: skip
+            elif name.lower() == EVERY:
+                problems.append(f"  {key}: '{name}' is what a channel without a default searches "
+                                "(every repository): leave the channel out")  # fmt: skip
             elif name.lower() not in known:
                 problems.append(f"  {key}: '{name}' is no repository or scope of this instance "
                                 f"(known: {', '.join(sorted(known - {EVERY}))})")  # fmt: skip

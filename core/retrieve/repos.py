@@ -21,7 +21,8 @@ from core.config import EVERY, Instance, aliases, scopes
 from core.errors import BadQuestion
 from core.retrieve.options import Options
 
-_FILTER = re.compile(r"(?<![\w/])repo:([A-Za-z0-9][\w.-]*)", re.IGNORECASE)
+# A name ends in a letter, digit, "_" or "-": "… search repo:all." names "all".
+_FILTER = re.compile(r"(?<![\w/])repo:([A-Za-z0-9](?:[\w.-]*[\w-])?)", re.IGNORECASE)
 _QUALIFIED = re.compile(r"(?<![\w/])([A-Za-z0-9][\w.-]*)#(\d{1,7})\b")
 _IN_REPO = re.compile(
     r"(?:#|\b(?:issues?|bugs?|tickets?|prs?|pull\s+requests?|incidencias?)\s*#?)(\d{1,7})\s+"
@@ -32,14 +33,14 @@ _IN_REPO = re.compile(
 
 def split_filter(question: str, opt: Options) -> tuple[str, str | None]:
     """The question without its ``repo:NAME``, and the filter it names (its lower-case key in
-    ``opt.scopes``; None without one); a name that is no repository or scope of the instance is
-    :class:`BadQuestion`, one line."""
-    m = _FILTER.search(question)
-    if m is None or not opt.scopes:
+    ``opt.scopes``; None without one): the last one written — a follow-up searched together with
+    the turn it follows ("and repo:client?") says it after that turn's. A name that is no
+    repository or scope of the instance is :class:`BadQuestion`, one line."""
+    found = list(_FILTER.finditer(question))
+    if not found or not opt.scopes:
         return question, None
-    key = check_repo(m.group(1), opt)
-    rest = (question[: m.start()] + question[m.end() :]).strip()
-    return " ".join(rest.split()) or question, key
+    key = check_repo(found[-1].group(1), opt)
+    return strip_repo(question), key
 
 
 def has_filter(question: str) -> bool:

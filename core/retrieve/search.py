@@ -264,9 +264,8 @@ def tilt(pool: Pool, opt: Options, ranker: Ranker | None) -> None:
     if opt.keep:
         for c, hs in hits.items():
             hits[c] = only_repo(hs, opt.keep)
-        if len(opt.keep) == 1:  # the issue → code hop reads the kept repository's issue
-            for n in pool.route.issues:
-                pool.route.repo_issues.setdefault(n, opt.keep[0])
+        keep_issues(pool.route, opt.keep)
+        if len(opt.keep) == 1:
             return
     if not pool.route.repos:
         return
@@ -303,6 +302,23 @@ def select_by_repo(
     for (c, _repo), n in got.items():
         slots[c] = slots.get(c, 0) + n
     return chosen, slots
+
+
+def keep_issues(route: Route, keep: tuple[str, ...]) -> None:
+    """A filter's issue numbers: a bare ``#N`` that several repositories have counts only the
+    kept ones (the note then names no repository the filter leaves out), and where one kept
+    repository has it — or the filter keeps one — the issue → code hop reads that one's."""
+    for n in route.issues:
+        having = route.several.pop(n, None)
+        if having is None:
+            if len(keep) == 1:
+                route.repo_issues.setdefault(n, keep[0])
+            continue
+        kept = [r for r in having if r in keep]
+        if len(kept) > 1:
+            route.several[n] = kept
+        elif kept:
+            route.repo_issues.setdefault(n, kept[0])
 
 
 def only_repo(hits: list[Candidate], keep: tuple[str, ...]) -> list[Candidate]:
