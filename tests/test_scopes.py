@@ -120,6 +120,16 @@ def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None
     assert "access.slack.channel_repos.C1: only an instance over several" in msg
 
 
+def test_a_discord_channel_id_written_as_a_number_is_its_text() -> None:
+    from core.config import AccessConfig
+
+    access = AccessConfig.model_validate(
+        {"discord": {"channel_repos": {112233445566778899: "backend"}}}
+    )
+    assert access.channel_repo("discord", "112233445566778899") == "backend"
+    assert access.channel_repo("slack", "112233445566778899") is None
+
+
 @pytest.mark.asyncio
 async def test_a_scope_filters_like_a_repository_and_all_lifts_it(product: FakeApp) -> None:
     plain = await product.search("product", QUESTION, k=6)
