@@ -285,6 +285,8 @@ async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product:
             got = r.json()
             assert got["sources"] and {s["repo"] for s in got["sources"]} <= {"server", "worker"}
             assert got["route"]["filter"] == {"name": "backend", "repos": ["server", "worker"]}
+            # The answer's own lines name each source's repository too.
+            assert "• worker: README.md › Worker: " in got["answer"]
             assert "this channel's default" not in got["note"]  # asked for, not a default
             r = await c.post(api.url + "/v1/ask", json={**body, "repo": "client", "stream": True})
             assert r.status_code == 200 and '"repo": "client"' in r.text
@@ -321,6 +323,7 @@ def _drive_scopes(url: str, tmp: Path) -> dict[str, Any]:
         wait = WebDriverWait(d, 60)
         d.get(url + "/")
         wait.until(lambda d: not d.find_element(By.ID, "scope-field").get_attribute("hidden"))
+        seen["info"] = d.find_element(By.ID, "instance-info").text
         pick = Select(d.find_element(By.ID, "scope"))
         seen["options"] = [(o.get_attribute("value"), o.text) for o in pick.options]
         seen["labelled"] = d.execute_script(
@@ -368,6 +371,7 @@ async def test_the_web_page_picks_a_scope_in_a_real_browser(
         ("client", "client"),
     ]
     assert seen["labelled"] and seen["status"].startswith("Answered")
+    assert seen["info"].endswith("3 repositories, each indexed at its own commit")
     assert seen["sources"] and all(s.startswith(("server: ", "worker: ", "server#", "worker#"))
                                    for s in seen["sources"])  # fmt: skip
     assert any(s.startswith("client: ") for s in seen["all"])  # every repository again

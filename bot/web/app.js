@@ -74,7 +74,10 @@ function describe() {
     scopes(null);
     return;
   }
-  const at = inst.commit ? `indexed at ${inst.commit.slice(0, 12)}` : "not indexed yet";
+  const repos = inst.repos || [];
+  const at = inst.commit ? `indexed at ${inst.commit.slice(0, 12)}`
+    : !inst.indexed ? "not indexed yet"
+    : repos.length > 1 ? `${repos.length} repositories, each indexed at its own commit` : "indexed";
   info.textContent = [inst.repository, at].filter(Boolean).join(" · ");
   scopes(inst);
 }

@@ -149,7 +149,15 @@ def no_answer(
 
 def label(src: Source) -> str:
     """How an answer names a source: an issue's title, a code file and its symbol, a docs file
-    and its heading path (code spans paired, as in quotes)."""
+    and its heading path (code spans paired, as in quotes); in an instance over several
+    repositories, its repository first (``client#42 …``, ``server: src/app.py``)."""
+    own = _label(src)
+    if not src.repo:
+        return own
+    return f"{src.repo}{own}" if own.startswith("#") else f"{src.repo}: {own}"
+
+
+def _label(src: Source) -> str:
     if src.collection == "issues":
         return balance_ticks(src.title)
     if src.collection == "code":
