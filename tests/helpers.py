@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from core.answer import Answerer
-from core.config import Settings
+from core.config import Settings, load_instance
 from core.embed import Embedder, EmbedService
+from core.errors import ConfigError
 from core.layout import Layout
 from core.lexical import terms
 from core.service import RepoExpert
@@ -226,3 +228,12 @@ def assert_e5_api(model: Any, name: str) -> None:
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def config_error(tmp: Path, text: str) -> str:
+    """The one-line-per-problem error of loading ``text`` as an instance file (``bad.yaml``)."""
+    f = tmp / "bad.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_instance(f)
+    return str(e.value)

@@ -10,11 +10,19 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from helpers import FakeApp, FakeEmbedder, commit_all, git, make_repo, open_live, write_files
+from helpers import (
+    FakeApp,
+    FakeEmbedder,
+    commit_all,
+    config_error,
+    git,
+    make_repo,
+    open_live,
+    write_files,
+)
 
 from core.cli.render import format_status, format_summary, render_sources
 from core.config import load_instance
-from core.errors import ConfigError
 
 SERVER = {
     "README.md": """
@@ -100,17 +108,9 @@ async def product(tmp_path: Path, fake_embedder: FakeEmbedder) -> Any:
 
 
 # -- configuration -----------------------------------------------------------------------------
-def _config_error(tmp: Path, text: str) -> str:
-    f = tmp / "bad.yaml"
-    f.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_instance(f)
-    return str(e.value)
-
-
 def test_config_errors_name_the_entry(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
-    msg = _config_error(tmp_path, (
+    msg = config_error(tmp_path, (
         "repos:\n"
         "  - {name: a, path: a}\n"
         "  - {name: b, path: b, web_url: ftp://x}\n"
@@ -121,17 +121,17 @@ def test_config_errors_name_the_entry(tmp_path: Path) -> None:
     assert "repos[1].web_url: expected an http(s) URL" in msg
     assert "repos[3].name: use letters" in msg and "repos[3].web_url: expected" in msg
     assert "repos[0]" not in msg and "repos[2]" not in msg
-    msg = _config_error(tmp_path, "repos:\n  - {name: a}\n")
+    msg = config_error(tmp_path, "repos:\n  - {name: a}\n")
     assert "repos[0]: Value error" not in msg and "repos[0]: give exactly one of 'path'" in msg
-    msg = _config_error(tmp_path, "repos:\n  - {path: a}\n")
+    msg = config_error(tmp_path, "repos:\n  - {path: a}\n")
     assert "repos[0].name: required key is missing" in msg
-    msg = _config_error(tmp_path, "repo: {path: a}\nrepos:\n  - {name: a, path: a}\n")
+    msg = config_error(tmp_path, "repo: {path: a}\nrepos:\n  - {name: a, path: a}\n")
     assert "give 'repo' (one repository) or 'repos' (several), not both" in msg
 
 
 def test_duplicate_names_and_checkouts_are_errors(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
-    msg = _config_error(tmp_path, (
+    msg = config_error(tmp_path, (
         "repos:\n  - {name: a, path: a}\n  - {name: A, path: ./a/}\n"
         "  - {name: c, url: 'https://github.com/o/c.git', aliases: [a]}\n"
         "  - {name: d, url: 'https://github.com/o/c'}\n"

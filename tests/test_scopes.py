@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from helpers import FakeApp, FakeEmbedder, make_repo
+from helpers import FakeApp, FakeEmbedder, config_error, make_repo
 from stub_bot_core import section_texts
 from stub_slack_api import StubSlackApi
 from test_slack import World, ack_text, command, mention
 
 from core.config import load_instance, scopes
-from core.errors import BadQuestion, ConfigError
+from core.errors import BadQuestion
 from core.store.conversations import ConversationStore
 
 REPOS = {
@@ -79,14 +79,6 @@ async def product(tmp_path: Path, fake_embedder: FakeEmbedder) -> Any:
     await app.close()
 
 
-def _error(tmp: Path, text: str) -> str:
-    f = tmp / "bad.yaml"
-    f.write_text(text)
-    with pytest.raises(ConfigError) as e:
-        load_instance(f)
-    return str(e.value)
-
-
 def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None:
     inst = world(tmp_path)
     got = load_instance(inst / "product.yaml")
@@ -94,7 +86,7 @@ def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None
     assert names["backend"] == ("server", "worker")  # in repos order, an alias-free name each
     assert names["client"] == ("client",) and names["all"] == ("server", "worker", "client")
     repos = (inst / "product.yaml").read_text().split("scopes:")[0]
-    msg = _error(tmp_path, repos + (
+    msg = config_error(tmp_path, repos + (
         "scopes:\n  backend: [server, nope]\n  client: [client]\n  all: [server]\n  empty: []\n"
         "  'no good': [server]\n"
         "access:\n  discord:\n    channel_repos: {123: frontend}\n"
@@ -106,7 +98,7 @@ def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None
     assert "scopes.empty: expected a list of repository names, got none" in msg
     assert "scopes.no good: use letters" in msg
     assert "access.discord.channel_repos.123: 'frontend' is no repository or scope" in msg
-    msg = _error(tmp_path, repos.replace("name: client", "name: all") + (
+    msg = config_error(tmp_path, repos.replace("name: client", "name: all") + (
         "scopes:\n  py: [server]\n  PY: [worker]\n"
         "access:\n  slack:\n    channel_repos: {C9: all}\n"
     ))  # fmt: skip
@@ -114,9 +106,9 @@ def test_scopes_and_channel_defaults_are_checked_at_load(tmp_path: Path) -> None
     assert "scopes.PY: the same name as scopes.py (names ignore case)" in msg
     assert "access.slack.channel_repos.C9: 'all' is what a channel without a default" in msg
     one = f"repo: {{path: {tmp_path / 'server'}}}\n"
-    msg = _error(tmp_path, one + "scopes:\n  x: [server]\n")
+    msg = config_error(tmp_path, one + "scopes:\n  x: [server]\n")
     assert "scopes: only an instance over several repositories" in msg
-    msg = _error(tmp_path, one + "access:\n  slack:\n    channel_repos: {C1: server}\n")
+    msg = config_error(tmp_path, one + "access:\n  slack:\n    channel_repos: {C1: server}\n")
     assert "access.slack.channel_repos.C1: only an instance over several" in msg
 
 

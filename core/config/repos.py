@@ -97,10 +97,9 @@ def scope_problems(inst: Instance) -> list[str]:
         if other != scope:
             problems.append(f"  scopes.{scope}: the same name as scopes.{other} (names ignore "
                             "case)")  # fmt: skip
-    if not names:
-        if inst.scopes:
-            problems.append("  scopes: only an instance over several repositories (repos:) has "
-                            "scopes")  # fmt: skip
+    if not names and inst.scopes:
+        problems.append("  scopes: only an instance over several repositories (repos:) has "
+                        "scopes")  # fmt: skip
     for scope, members in inst.scopes.items():
         if not NAME.fullmatch(scope):
             problems.append(f"  scopes.{scope}: {NAME_RULE}")

@@ -103,11 +103,10 @@ def with_repo(opt: Options, key: str) -> Options:
     """``opt`` keeping the repositories of ``key`` (a key of ``opt.scopes``): named as the
     repository (an alias: its repository's name) or the scope; ``all`` keeps no filter. With a
     filter, each collection's candidates come from more rows (:meth:`Options.deeper`)."""
-    kept = opt.scopes[key]
-    if key == EVERY and key not in opt.aliases:
+    if key == EVERY:  # no repository may be named so (config.repos.scope_problems)
         return dataclasses.replace(opt, repo=EVERY, keep=())
     name = opt.aliases.get(key, key)
-    return dataclasses.replace(opt, repo=name, keep=kept).deeper()
+    return dataclasses.replace(opt, repo=name, keep=opt.scopes[key]).deeper()
 
 
 def split_repo(question: str, opt: Options) -> tuple[str, Options]:
