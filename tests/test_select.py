@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
-from helpers import make_repo, write_files
+import pytest
+from helpers import FakeApp, make_repo, write_files
 
 from core.config import load_instance
 from core.ingest.repo import Checkout, permalink, select_files
@@ -101,3 +103,84 @@ def test_a_bug_report_gets_one_chunk_per_file_and_the_baselines_no_limit() -> No
     # answered as a bug report (route "localize": the answer keeps every candidate file)
     assert bug_report(opt, bug) and not bug_report(opt, how) and not bug_report(opt, None)
     assert not bug_report(Options.of(RetrievalConfig(), mode="bm25"), bug)
+
+
+def test_each_file_first_then_a_files_second_chunk() -> None:
+    """A second chunk of a file already listed waits until every other file has had its best
+    chunk: the first slots a person reads are so many places (here a.py's second chunk would
+    stand between a.py and b.py by score)."""
+    from core.models import Chunk
+    from core.retrieve import Candidate, select
+    from core.retrieve.fusion import first_of_each
+
+    def cand(row: int, coll: str, key: str, score: float, repo: str = "") -> Candidate:
+        ch = Chunk(coll, key, "t", key, 1, path=key, repo=repo)  # type: ignore[arg-type]
+        return Candidate(coll, row, score, chunk=ch)  # type: ignore[arg-type]
+
+    hits = {
+        "code": [cand(0, "code", "a.py", 0.9), cand(1, "code", "a.py", 0.89),
+                 cand(2, "code", "b.py", 0.88)],
+        "docs": [cand(3, "docs", "README.md", 0.885), cand(4, "docs", "README.md", 0.87)],
+    }  # fmt: skip
+    by_score, _ = select(hits, 5, 0.0, per_doc={"code": 2, "docs": 2})  # type: ignore[arg-type]
+    assert [c.row for c in by_score] == [0, 1, 3, 2, 4]
+    first, _ = select(hits, 5, 0.0, per_doc={"code": 2, "docs": 2}, file_first=True)  # type: ignore[arg-type]
+    assert [c.row for c in first] == [0, 3, 2, 1, 4]
+    # Per repository: two READMEs are two places; a code file and a docs page of one path too.
+    two = [cand(0, "docs", "README.md", 0.9, "x"), cand(1, "docs", "README.md", 0.8, "y"),
+           cand(2, "docs", "README.md", 0.7, "x")]  # fmt: skip
+    assert [c.row for c in first_of_each(two)] == [0, 1, 2]
+    same = [cand(0, "code", "k", 0.9), cand(1, "docs", "k", 0.8), cand(2, "code", "k", 0.7)]
+    assert [c.row for c in first_of_each(same)] == [0, 1, 2]
+
+
+_RETRY_DOCS = {
+    "docs/retries.md": """
+        # Retries
+
+        ## Retry timeout
+
+        The retry timeout bounds how long widget retries a failed upload before giving up.
+
+        ## Retry timeout and backoff
+
+        Each retry of a failed upload waits longer: the retry timeout caps the backoff too.
+        """,
+    "docs/uploads.md": """
+        # Uploads
+
+        ## Failed uploads
+
+        A failed upload is retried until the retry timeout passes.
+        """,
+    "docs/other.md": "# Other\n\n## Colours\n\nThemes change colours of charts.\n",
+}
+
+
+@pytest.mark.asyncio
+async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_path: Path) -> None:
+    """Through ``retrieve``: by score the retry page's second section comes second; the full
+    system lists the uploads page (and every other file) first, and ``file_first: false`` in
+    the instance's retrieval config turns that off."""
+    repo = tmp_path / "r"
+    make_repo(repo, _RETRY_DOCS)
+    paths = {}
+    for first in (True, False):
+        inst = tmp_path / f"i{first}"
+        inst.mkdir()
+        (inst / "w.yaml").write_text(
+            f"repo: {{path: {repo}}}\n"
+            f"retrieval: {{file_first: {str(first).lower()}, relevance_floor: 0.0}}\n"
+        )
+        app = FakeApp(inst, tmp_path / f"data{first}")
+        try:
+            r = await app.retrieve(
+                "w", "how long does widget retry a failed upload: the retry timeout?"
+            )
+        finally:
+            await app.close()
+        paths[first] = [s.path for s in r.sources]
+    assert paths[False][:3] == ["docs/retries.md", "docs/retries.md", "docs/uploads.md"]
+    assert Counter(paths[True]) == Counter(paths[False])  # the same sources, in another order
+    distinct = list(dict.fromkeys(paths[True]))
+    assert paths[True][: len(distinct)] == distinct

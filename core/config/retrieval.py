@@ -107,6 +107,11 @@ class RetrievalConfig(StrictModel):
         description="At most this many chunks of one file or thread among the sources while "
         "other files have candidates (0: no limit).",
     )
+    file_first: bool = Field(
+        default=True,
+        description="Order the sources so that every file's (thread's) best chunk comes before "
+        "any file's second chunk (false: by score alone).",
+    )
     # On the tuning halves, scored by rankers fitted on the other sets: the fix's file among the
     # cited sources 0.824 -> 0.941 (yargs), 1.000 -> 1.000 (the others); its identifiers among
     # the cited text 0.853 -> 0.706 (a second chunk of the right file gives way to other files).

@@ -115,6 +115,7 @@ def select(
     weights: dict[K, float] | None = None,
     per_doc: dict[K, int] | None = None,
     span: float | None = None,
+    file_first: bool = False,
 ) -> tuple[list[Candidate], dict[K, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first.
 
@@ -122,7 +123,8 @@ def select(
     squash the range so that nothing else looks relevant. An exact hit still ranks first in
     its collection, and a collection holding one gets at least one slot. ``per_doc``: at most
     that many chunks of one file or thread per collection, while others are left (a slot spent
-    on a second piece of the same file is a slot another file could have used)."""
+    on a second piece of the same file is a slot another file could have used). ``file_first``:
+    each file's (thread's) best chunk before any file's second one (:func:`first_of_each`)."""
     slots = allocate(
         {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights, span
     )
@@ -139,7 +141,28 @@ def select(
         chosen.extend(_diverse(ranked, slots.get(c, 0), limit) if limit else
                       ranked[: slots.get(c, 0)])  # fmt: skip
     chosen.sort(key=lambda h: -h.score)
-    return chosen, slots
+    return (first_of_each(chosen) if file_first else chosen), slots
+
+
+def _doc(h: Candidate) -> tuple[str, str, str]:
+    if h.chunk is None:
+        return (h.collection, "", f"row:{h.row}")
+    return (h.collection, h.chunk.repo or "", h.chunk.doc_key)
+
+
+def first_of_each(ranked: list[Candidate]) -> list[Candidate]:
+    """``ranked`` with each file's (thread's, per repository) best chunk first, in order, then
+    the further chunks of files already listed, in order: the first slots a person reads are
+    so many places, not one place twice (a second chunk of a file whose best chunk did not
+    answer seldom does)."""
+    seen: set[tuple[str, str, str]] = set()
+    first: list[Candidate] = []
+    again: list[Candidate] = []
+    for h in ranked:
+        key = _doc(h)
+        (again if key in seen else first).append(h)
+        seen.add(key)
+    return first + again
 
 
 def _diverse(ranked: list[Candidate], n: int, limit: int) -> list[Candidate]:

@@ -182,7 +182,10 @@ async def retrieve(
         localize = bug_report(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
         pick = select_by_repo if opt.aliases and opt.mode == "full" else select
-        chosen, slots = pick(found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span)
+        first = opt.mode == "full" and opt.config.file_first
+        chosen, slots = pick(
+            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span, first
+        )
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)
@@ -286,6 +289,7 @@ def select_by_repo(
     weights: dict[Collection, float] | None = None,
     per_doc: dict[Collection, int] | None = None,
     span: float | None = None,
+    file_first: bool = False,
 ) -> tuple[list[Candidate], dict[Collection, int]]:
     """:func:`select` over (collection, repository) groups: the slots are shared in proportion
     to how well each repository's candidates of each collection fit, so a repository with
@@ -297,7 +301,7 @@ def select_by_repo(
             groups.setdefault((c, h.chunk.repo if h.chunk is not None else ""), []).append(h)
     w = {g: (weights or {}).get(g[0], 1.0) for g in groups}
     limits = {g: per_doc[g[0]] for g in groups if g[0] in per_doc} if per_doc else None
-    chosen, got = select(groups, k, floor, w, limits, span)
+    chosen, got = select(groups, k, floor, w, limits, span, file_first)
     slots: dict[Collection, int] = {}
     for (c, _repo), n in got.items():
         slots[c] = slots.get(c, 0) + n
