@@ -67,8 +67,16 @@ async def test_sources_carry_permalinks_and_scores_in_order(sample) -> None:
     await app.index("widget")
     r = await app.retrieve("widget", "parse_config reads widget.toml timeout")
     assert r.sources and all(s.url for s in r.sources)
-    scores = [s.score for s in r.sources]
-    assert scores == sorted(scores, reverse=True)
+    # Best first, each file's best chunk before any file's second (retrieval.file_first): the
+    # files' first chunks in score order, then the further chunks in score order.
+    seen: set[tuple[str, str | None, int | None]] = set()
+    firsts, further = [], []
+    for s in r.sources:
+        key = (s.collection, s.path, s.issue)
+        (further if key in seen else firsts).append(s.score)
+        seen.add(key)
+    assert firsts == sorted(firsts, reverse=True) and further == sorted(further, reverse=True)
+    assert r.sources[0].score == max(s.score for s in r.sources)
     # The question names an identifier: the route weights code up and says why.
     assert r.route["signals"]["identifiers"] == ["parse_config"]
     assert r.route["weights"]["code"] > r.route["weights"]["docs"] == 1.0

@@ -117,7 +117,8 @@ def select(
     span: float | None = None,
     file_first: bool = False,
 ) -> tuple[list[Candidate], dict[K, int]]:
-    """Pick the top candidates of each collection per :func:`allocate`, best first.
+    """Pick the top candidates of each collection per :func:`allocate`, best first (with
+    ``file_first``, each file's best first: :func:`first_of_each`).
 
     The allocation sees scores without the exact-hit bonus: one named definition must not
     squash the range so that nothing else looks relevant. An exact hit still ranks first in
@@ -144,23 +145,25 @@ def select(
     return (first_of_each(chosen) if file_first else chosen), slots
 
 
-def _doc(h: Candidate) -> tuple[str, str, str]:
-    if h.chunk is None:
-        return (h.collection, "", f"row:{h.row}")
-    return (h.collection, h.chunk.repo or "", h.chunk.doc_key)
+def doc_of(h: Candidate) -> str:
+    """The file or thread a candidate is a chunk of: its ``doc_key`` (``path``, ``issue:N``;
+    ``{repo}:…`` in an instance over several repositories, so two READMEs never collide)."""
+    return h.chunk.doc_key if h.chunk is not None else f"row:{h.row}"
 
 
 def first_of_each(ranked: list[Candidate]) -> list[Candidate]:
-    """``ranked`` with each file's (thread's, per repository) best chunk first, in order, then
-    the further chunks of files already listed, in order: the first slots a person reads are
-    so many places, not one place twice (a second chunk of a file whose best chunk did not
-    answer seldom does)."""
-    seen: set[tuple[str, str, str]] = set()
+    """``ranked`` with each file's (thread's) best chunk first, in order, then the further
+    chunks of files already listed, in order: the first slots a person reads are all different
+    places, not one place twice (a file's later chunk can answer only where its best one is from
+    the right file). A thread the question names by number (an exact issue hit) keeps its
+    chunks together: it is what the question asks about."""
+    seen: set[tuple[str, str]] = set()
     first: list[Candidate] = []
     again: list[Candidate] = []
     for h in ranked:
-        key = _doc(h)
-        (again if key in seen else first).append(h)
+        key = (h.collection, doc_of(h))
+        named = h.exact and h.collection == "issues"
+        (again if key in seen and not named else first).append(h)
         seen.add(key)
     return first + again
 
@@ -173,7 +176,7 @@ def _diverse(ranked: list[Candidate], n: int, limit: int) -> list[Candidate]:
     later: list[Candidate] = []
     seen: dict[str, int] = {}
     for h in ranked:
-        key = h.chunk.doc_key if h.chunk is not None else f"row:{h.row}"
+        key = doc_of(h)
         if seen.get(key, 0) >= limit:
             later.append(h)
             continue

@@ -184,8 +184,9 @@ async def retrieve(
         pick = select_by_repo if opt.aliases and opt.mode == "full" else select
         first = opt.mode == "full" and opt.config.file_first
         chosen, slots = pick(
-            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span, first
-        )
+            found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span,
+            file_first=first,
+        )  # fmt: skip
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)
@@ -301,7 +302,7 @@ def select_by_repo(
             groups.setdefault((c, h.chunk.repo if h.chunk is not None else ""), []).append(h)
     w = {g: (weights or {}).get(g[0], 1.0) for g in groups}
     limits = {g: per_doc[g[0]] for g in groups if g[0] in per_doc} if per_doc else None
-    chosen, got = select(groups, k, floor, w, limits, span, file_first)
+    chosen, got = select(groups, k, floor, w, limits, span, file_first=file_first)
     slots: dict[Collection, int] = {}
     for (c, _repo), n in got.items():
         slots[c] = slots.get(c, 0) + n
@@ -368,7 +369,7 @@ async def _issue_hop(
     if opt.keep:  # a filter over several repositories: an issue of the repositories it keeps
         issue_rows = [r for r in issue_rows if r in chunks and chunks[r].repo in opt.keep]
     if not issue_rows:  # no such issue indexed: answer the question as asked
-        return select(found.hits, opt.k, floor, weights)
+        return select(found.hits, opt.k, floor, weights, file_first=opt.config.file_first)
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
@@ -388,7 +389,7 @@ async def _issue_hop(
     # The question asks for code: the rest of the slots go to the code the issue points at
     # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
-    rest, slots = select(code.hits, opt.k - len(first), floor)
+    rest, slots = select(code.hits, opt.k - len(first), floor, file_first=opt.config.file_first)
     slots = {**slots, "issues": len(first)}
     return first + rest, slots
 
