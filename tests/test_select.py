@@ -111,7 +111,7 @@ def test_each_file_first_then_a_files_second_chunk() -> None:
     stand between a.py and b.py by score)."""
     from core.models import Chunk
     from core.retrieve import Candidate, select
-    from core.retrieve.fusion import first_of_each
+    from core.retrieve.fusion import AFTER_FIRSTS, first_of_each
 
     def cand(row: int, coll: str, key: str, score: float, repo: str = "") -> Candidate:
         ch = Chunk(coll, key, "t", key, 1, path=key, repo=repo)  # type: ignore[arg-type]
@@ -126,6 +126,7 @@ def test_each_file_first_then_a_files_second_chunk() -> None:
     assert [c.row for c in by_score] == [0, 1, 3, 2, 4]
     first, _ = select(hits, 5, 0.0, per_doc={"code": 2, "docs": 2}, file_first=True)  # type: ignore[arg-type]
     assert [c.row for c in first] == [0, 3, 2, 1, 4]
+    assert [AFTER_FIRSTS in c.why for c in first] == [False, False, False, True, True]
     # In an instance over several repositories a doc_key is the repository's ("x:README.md"):
     # two READMEs are two places; so are a code file and a docs page of one key.
     two = [cand(0, "docs", "x:README.md", 0.9, "x"), cand(1, "docs", "y:README.md", 0.8, "y"),
@@ -189,6 +190,8 @@ async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_pa
     """Through ``retrieve``: by score the retry page's second section comes second; the full
     system lists the uploads page (and every other file) first, and ``file_first: false`` in
     the instance's retrieval config turns that off."""
+    from core.retrieve.fusion import AFTER_FIRSTS
+
     repo = tmp_path / "r"
     make_repo(repo, _RETRY_DOCS)
     paths = {}
@@ -207,6 +210,9 @@ async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_pa
         finally:
             await app.close()
         paths[first] = [s.path for s in r.sources]
+        # route.sources says why a source sits below a lower-scored one.
+        moved = [AFTER_FIRSTS in x["why"] for x in r.route["sources"]]
+        assert moved == [first and p in paths[first][:i] for i, p in enumerate(paths[first])]
     # By score (the shipped ranker's, on the fake embedder: a refit may change it, and then
     # this premise fails loudly rather than the test passing without checking anything).
     assert paths[False][:3] == ["docs/retries.md", "docs/retries.md", "docs/uploads.md"]

@@ -32,6 +32,8 @@ from core.models import Chunk, Collection
 
 # A group of candidates slots are shared between: a collection, or (collection, repository).
 K = TypeVar("K", bound=Hashable)
+# ``why`` of a file's further chunk that ``first_of_each`` put after the other files' first ones.
+AFTER_FIRSTS = "a further chunk of its file: after every other file's first"
 
 
 @dataclass
@@ -162,8 +164,11 @@ def first_of_each(ranked: list[Candidate]) -> list[Candidate]:
     again: list[Candidate] = []
     for h in ranked:
         key = (h.collection, doc_of(h))
-        named = h.exact and h.collection == "issues"
-        (again if key in seen and not named else first).append(h)
+        if key in seen and not (h.exact and h.collection == "issues"):
+            h.why = [*h.why, AFTER_FIRSTS]  # ``route.sources``: why it is below lower scores
+            again.append(h)
+        else:
+            first.append(h)
         seen.add(key)
     return first + again
 
