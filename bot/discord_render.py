@@ -51,11 +51,13 @@ def answer_messages(answer: Answer) -> list[DiscordMessage]:
     out = [DiscordMessage(content=p) for p in split(text, CONTENT_LIMIT)]
     lines = []
     for s in answer.sources:
-        where, what = source_label(s)
-        url = web_url(s.url)
-        where = discord.utils.escape_markdown(where)
-        label = f"[{where}]({url})" if url else where
-        lines.append(f"**[{s.n}]** {label} {inert(discord.utils.escape_markdown(what))}".rstrip())
+        for i, part in enumerate([s, *s.passage_sources()]):  # its further passages after it
+            where, what = source_label(part)
+            url = web_url(part.url)
+            where = discord.utils.escape_markdown(where)
+            label = f"[{where}]({url})" if url else where
+            head = f"**[{s.n}]**" if i == 0 else "  ↳"
+            lines.append(f"{head} {label} {inert(discord.utils.escape_markdown(what))}".rstrip())
     descriptions: list[str] = []
     for line in lines:
         for piece in split(line, EMBED_DESCRIPTION_LIMIT):

@@ -79,7 +79,8 @@ def build_server(gw: Gateway, http: bool = False) -> MCPServer[Any]:
 
     @server.tool(description="Find the passages of a repository's docs, code and issues that "
                  "match a query: numbered sources with path or issue, line range, title, "
-                 "permalink at the indexed commit, score and text.")  # fmt: skip
+                 "permalink at the indexed commit, score and text, and the further "
+                 "passages of its file that match (lines, link).")  # fmt: skip
     async def search(
         instance: Instance,
         query: Annotated[str, Field(description="What to look for, in words or identifiers")],

@@ -53,6 +53,21 @@ def document(config: ServeConfig) -> dict[str, Any]:
             "url": {"type": "string", "description": "Permalink pinned to the indexed commit"},
             "score": {"type": "number"},
             "text": {"type": "string", "description": "The chunk's text as indexed"},
+            "passages": {
+                "type": "array",
+                "description": "Further chunks of the same file or thread that fit the question "
+                "(retrieval.passages; absent when none)",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "title": {"type": "string"},
+                        "start_line": {"type": ["integer", "null"]},
+                        "end_line": {"type": ["integer", "null"]},
+                        "url": {"type": "string", "description": "Permalink to its lines"},
+                        "text": {"type": "string"},
+                    },
+                },
+            },
         },
     }
     answer = {

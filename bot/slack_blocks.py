@@ -100,6 +100,11 @@ def source_lines(answer: Answer) -> list[str]:
         url = web_url(s.url)
         label = f"<{url}|{escape(where)}>" if url else escape(where)
         out.append(f"*[{s.n}]* {label}" + (f" {escape(what)}" if what else ""))
+        for p in s.passage_sources():  # further passages of the same file or thread
+            where, what = source_label(p)
+            url = web_url(p.url)
+            label = f"<{url}|{escape(where)}>" if url else escape(where)
+            out.append(f"      ↳ {label}" + (f" {escape(what)}" if what else ""))
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 Collection = Literal["docs", "code", "issues"]
@@ -126,8 +126,35 @@ class Chunk:
 
 
 @dataclass
+class Passage:
+    """A further piece of a source's file or thread (``retrieval.passages``): its own lines,
+    title and link, shown and quoted under the source it belongs to."""
+
+    title: str
+    url: str
+    text: str
+    start_line: int | None = None
+    end_line: int | None = None
+    symbol: str | None = None
+    chunk_id: int | None = None
+
+    def lines(self) -> str:
+        """``10-20`` (``10`` for one line; the title when it has none)."""
+        if self.start_line is None:
+            return self.title
+        if self.end_line in (None, self.start_line):
+            return str(self.start_line)
+        return f"{self.start_line}-{self.end_line}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"title": self.title, "start_line": self.start_line, "end_line": self.end_line,
+                "url": self.url, "text": self.text}  # fmt: skip
+
+
+@dataclass
 class Source:
-    """A retrieved chunk as shown to a person: numbered, scored, linked."""
+    """A retrieved chunk as shown to a person: numbered, scored, linked (and, with
+    ``retrieval.passages``, the further passages of its file that fit the question)."""
 
     collection: Collection
     title: str
@@ -142,6 +169,29 @@ class Source:
     chunk_id: int | None = None
     n: int = 0  # citation number, set by the answerer
     repo: str = ""  # its repository in an instance over several ("" for one: never shown)
+    passages: list[Passage] = field(default_factory=list)
+
+    def texts(self) -> list[str]:
+        """Everything the source shows: its chunk's text and its passages'."""
+        return [self.text, *(p.text for p in self.passages)]
+
+    def passage_sources(self) -> list[Source]:
+        """Each passage as a source of its own (its text, title, symbol, lines and link; the
+        same file, number and repository): what the faces label and the answerer quotes."""
+        later = " (later in the thread)" if self.collection == "issues" else ""
+        return [
+            replace(self, text=p.text, title=p.title + later, url=p.url, start_line=p.start_line,
+                    end_line=p.end_line, symbol=p.symbol, chunk_id=p.chunk_id, passages=[])
+            for p in self.passages
+        ]  # fmt: skip
+
+    def full_text(self) -> str:
+        """Its text and each passage's after a line naming the passage's lines (what a
+        language model is shown of it)."""
+        parts = [self.text]
+        for p in self.passages:
+            parts.append(f"[… lines {p.lines()} · {p.symbol or p.title}]\n{p.text}")
+        return "\n\n".join(parts)
 
     def is_link(self) -> bool:
         """Whether ``url`` is a web link (else it is ``path:lines @ <short sha>``)."""
@@ -180,6 +230,8 @@ class Source:
             "url": self.url,
             "score": round(float(self.score), 4),
             "text": self.text,
+            # only when it carries some (output without passages unchanged)
+            **({"passages": [p.to_json() for p in self.passages]} if self.passages else {}),
         }
 
 
@@ -239,7 +291,7 @@ class Answer:
             "language": self.language,
             "commit": self.commit,
             "evidence": {"sources": len(self.evidence),
-                         "chars": sum(len(e.text) for e in self.evidence)},
+                         "chars": sum(len(t) for e in self.evidence for t in e.texts())},
         }  # fmt: skip
 
 

@@ -118,6 +118,17 @@ def drive(url: str, sha: str, tmp: Path) -> dict[str, Any]:
             "\\n\\n```py\\nxs[3]\\n```', 7);"
             "return [b.querySelectorAll('a.cite').length, b.querySelectorAll('pre').length];"
         )
+        # A source's further passage (retrieval.passages): its own line range and link.
+        seen["passage"] = d.execute_script(
+            "const c = document.createElement('div');"
+            "renderSources(c, [{n: 1, collection: 'code', path: 'a.py', start_line: 1,"
+            " end_line: 3, issue: null, title: 'a.py', url: 'https://h/a.py#L1-L3', text: 't',"
+            " passages: [{title: 'f', start_line: 10, end_line: 12,"
+            " url: 'https://h/a.py#L10-L12', text: 'def f(): pass'}]}], 9);"
+            "return [...c.querySelectorAll('.passage a.source')].map("
+            "(a) => [a.textContent, a.getAttribute('href')])"
+            ".concat([...c.querySelectorAll('.passage pre')].map((p) => [p.textContent]));"
+        )
         # Follow the source link: a new tab at the permalink.
         main = d.current_window_handle
         link.click()
@@ -181,6 +192,7 @@ async def test_the_page_in_a_real_browser(
     assert seen["hash"] == "#s-1-1" and "thirty seconds" in seen["quoted"]
     # both citations linked (not the code span's `argv[0]`); the one real fence is code
     assert seen["inline"] == [2, 1]
+    assert seen["passage"] == [["a.py:10-12", "https://h/a.py#L10-L12"], ["def f(): pass"]]
     assert seen["status"] == "Thank you: your feedback was recorded."
     assert len(seen["contrast"]) == 6 and min(seen["contrast"]) >= 4.5  # light and dark
     assert seen["dark"] == "rgb(18, 20, 23)" and seen["overflow"] <= 0

@@ -170,6 +170,18 @@ function renderSources(card, sources, turn) {
         : el("span", { class: "source", text: label }),
       title,
       el("details", {}, el("summary", { text: "Quoted text" }), el("pre", { text: s.text })));
+    for (const p of s.passages || []) {  // further passages of the same file or thread
+      const part = { ...s, ...p, symbol: null };
+      const plabel = where(part);
+      const name = p.title && p.title !== s.path && p.title !== plabel ? ` — ${p.title}` : "";
+      item.append(el("div", { class: "passage" }, "↳ ",
+        isLink(p.url)
+          ? el("a", { href: p.url, target: "_blank", rel: "noopener noreferrer", class: "source",
+                      text: plabel })
+          : el("span", { class: "source", text: plabel }),
+        name,
+        el("details", {}, el("summary", { text: "Quoted text" }), el("pre", { text: p.text }))));
+    }
     list.append(item);
   }
   card.append(list);

@@ -157,6 +157,16 @@ def label(src: Source) -> str:
     return f"{src.repo}{own}" if own.startswith("#") else f"{src.repo}: {own}"
 
 
+def passage_name(src: Source, title: str, symbol: str | None, lines: str) -> str:
+    """How an answer names a passage of ``src`` after the source's own quotes: its symbol
+    (code), its heading's last part (docs), "later in the thread" (issues) — with its lines."""
+    if src.collection == "issues":
+        return "later in the thread"
+    name = symbol if src.collection == "code" and symbol else title.split(" › ")[-1]
+    name = balance_ticks(name) if name and name != src.path else ""
+    return f"{name} (lines {lines})" if name else f"lines {lines}"
+
+
 def _label(src: Source) -> str:
     if src.collection == "issues":
         return balance_ticks(src.title)

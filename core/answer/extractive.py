@@ -19,6 +19,7 @@ from core.answer.citations import (
     label,
     mark_cited,
     no_answer,
+    passage_name,
     phrase,
     quote,
     snapshot,
@@ -56,6 +57,7 @@ class _Quote:
     cos: float = 0.0  # embedding similarity to the question (0 without a similarity)
     signature: bool = False
     line: bool = False  # a code line (``_code_lines``), wrapped in backticks here
+    part: int = 0  # 0: the source's own chunk; j: its j-th passage (``Source.passages``)
 
 
 class ExtractiveAnswerer:
@@ -109,7 +111,7 @@ class ExtractiveAnswerer:
         qset = set(terms(asked))
         if (
             qset
-            and not any(qset & set(terms(s.text)) for s in sources)
+            and not any(qset & set(terms(t)) for s in sources for t in s.texts())
             and lang == (_sources_language(sources) or "en")
             and self.similarity is None
         ):
@@ -137,9 +139,9 @@ class ExtractiveAnswerer:
                 continue
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
-            chosen = self._choose(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0)
             python = (src.path or "").endswith((".py", ".pyi"))
-            lines.append(f"• {label(src)}: {_shown(chosen, python)} [{i + 1}]")
+            shown = self._parts(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0, python)
+            lines.append(f"• {label(src)}: {shown} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -154,13 +156,38 @@ class ExtractiveAnswerer:
             evidence=mark_cited(evidence, sources, kept),
         )
 
+    def _parts(self, src: Source, qs: list[_Quote], extra: int, python: bool) -> str:
+        """A source's quotes as shown: its own chunk's, then each passage's that answers about
+        as well as the source's best (by the drop margin; without a similarity, one sharing a
+        word with the question), named by its symbol or heading."""
+        own = [q for q in qs if q.part == 0]
+        top = max((self._score(q) for q in own), default=None)
+        out = [_shown(self._choose(src, own, extra), python)] if own else []
+        for j, p in enumerate(src.passages, start=1):
+            pq = [q for q in qs if q.part == j]
+            if not pq:
+                continue
+            best = max(self._score(q) for q in pq)
+            if self.similarity is None and best <= 0:
+                continue
+            if self.similarity is not None and top is not None and best < top - self.drop_margin:
+                continue
+            chosen = self._choose(_part_source(src, j), pq)
+            out.append(
+                f"{passage_name(src, p.title, p.symbol, p.lines())}: {_shown(chosen, python)}"
+            )
+        return " — ".join(out)
+
     def _score(self, q: _Quote) -> float:
         """Similarity first (when there is one), shared words as the tie-break."""
         return q.cos + 0.002 * q.words if self.similarity is not None else q.words
 
     def _quotes(self, sources: list[Source], qset: set[str]) -> list[_Quote]:
         per: list[list[_Quote]] = []
-        for i, src in enumerate(sources):
+        for i, part, src in (
+            (i, j, _part_source(s, j)) for i, s in enumerate(sources)
+            for j in range(len(s.passages) + 1)
+        ):  # fmt: skip
             if src.collection == "code":
                 units = sentences(src)
                 sig = min(1, len(units))
@@ -177,8 +204,9 @@ class ExtractiveAnswerer:
                 first = next((t for t in text if t and not FENCE.match(t)), "")
                 units = [clip(first, 160)] if first else []
             lines = set(code)
-            per.append([_Quote(i, pos, u, 0.0, signature=pos < sig and src.collection == "code",
-                               line=u in lines) for pos, u in enumerate(units)])  # fmt: skip
+            sig_of = sig if src.collection == "code" else 0
+            per.append([_Quote(i, pos, u, 0.0, signature=pos < sig_of, line=u in lines, part=part)
+                        for pos, u in enumerate(units)])  # fmt: skip
         # Rarer question terms weigh more: idf over the units at hand.
         n = max(sum(len(qs) for qs in per), 1)
         df: dict[str, int] = {}
@@ -227,6 +255,12 @@ class ExtractiveAnswerer:
                 min(qs, key=lambda q: q.pos)
             ]
         return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
+
+
+def _part_source(src: Source, part: int) -> Source:
+    """The source itself (``part`` 0), or its ``part``-th passage read as a source of its own
+    (its text, title, symbol and lines), for the quoting rules."""
+    return src if part == 0 else src.passage_sources()[part - 1]
 
 
 def _shown(chosen: list[_Quote], python: bool = False) -> str:

@@ -165,7 +165,7 @@ def build_context(
     for src in sources:
         n = len(used) + 1
         shell = estimate_tokens(source_block(n, src, "")) + 1
-        text = src.text
+        text = src.full_text()
         if estimate_tokens(text) + shell > left:
             room = left - shell
             if room < MIN_SOURCE_TOKENS and used:
@@ -175,7 +175,7 @@ def build_context(
         block = source_block(n, src, text)
         blocks.append(block)
         used.append(src)
-        evidence.append(replace(src, text=text, n=0))
+        evidence.append(replace(src, text=text, n=0, passages=[]))
         left -= estimate_tokens(block) + 1
         if cut and cut[-1] == n:
             break

@@ -143,6 +143,10 @@ def render_sources(sources: list[Source]) -> str:
             where = f"{s.repo}{s.title}" if s.repo else s.title
         link = f"\n    {s.url}" if s.is_link() else ""  # else `where` is the pinned place
         out.append(f"[{s.n}] {where}{title}{link}")
+        for p in s.passage_sources():  # further passages of the same file or thread
+            name = f" — {p.symbol or p.title}" if (p.symbol or p.title) != p.path else ""
+            plink = f"\n      {p.url}" if p.is_link() else ""
+            out.append(f"    + {p.location()}{name}{plink}")
     return "\n".join(out)
 
 

@@ -107,6 +107,17 @@ class RetrievalConfig(StrictModel):
         description="At most this many chunks of one file or thread among the sources while "
         "other files have candidates (0: no limit).",
     )
+    # Dev sets' tuning halves (variants/prompts-2026-12-06/PLAN-s47.md, addendum 2): fact
+    # 0.891 -> 0.909 on questions, 0.749 -> 0.832 on bug reports, ranks unchanged, with 43 % more
+    # text shown (benchmarks/results/devsets/RESULTS.md, eleventh session).
+    passages: int = Field(
+        default=1,
+        ge=0,
+        le=5,
+        description="The most further chunks of its file a source carries as passages (each "
+        "with its own lines and link) when they fit the question as well as a source must; with "
+        "passages every source is another file or thread (0: off, per_file applies).",
+    )
     file_first: bool = Field(
         default=True,
         description="Order the sources so that every file's (thread's) best chunk comes before "

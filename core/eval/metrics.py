@@ -251,11 +251,14 @@ async def run_eval(
 
 
 def facts_found(facts: list[str], answer: Answer, quoted: bool = False) -> float | None:
-    """Share of ``facts`` in the answer's text or its cited sources' text (case-insensitive);
+    """Share of ``facts`` in the answer's text or its cited sources' text, their passages'
+    included (case-insensitive);
     ``quoted``: in the answer's own text only."""
     if not facts:
         return None
-    shown = [answer.text] if quoted else [answer.text, *(s.text for s in answer.sources)]
+    shown = (
+        [answer.text] if quoted else [answer.text, *(t for s in answer.sources for t in s.texts())]
+    )
     seen = "\n".join(shown).lower()
     return sum(f.lower() in seen for f in facts) / len(facts)
 

@@ -52,6 +52,8 @@ class Candidate:
     graph: str | None = None  # reached through the code graph: why
     test: bool = False
     why: list[str] = field(default_factory=list)
+    # Further chunks of its file that fit the question too (``select``'s ``passages``).
+    passages: list[Candidate] = field(default_factory=list)
 
 
 def allocate(
@@ -118,6 +120,7 @@ def select(
     per_doc: dict[K, int] | None = None,
     span: float | None = None,
     file_first: bool = False,
+    passages: int = 0,
 ) -> tuple[list[Candidate], dict[K, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first (with
     ``file_first``, each file's best first: :func:`first_of_each`).
@@ -127,7 +130,9 @@ def select(
     its collection, and a collection holding one gets at least one slot. ``per_doc``: at most
     that many chunks of one file or thread per collection, while others are left (a slot spent
     on a second piece of the same file is a slot another file could have used). ``file_first``:
-    each file's (thread's) best chunk before any file's second one (:func:`first_of_each`)."""
+    each file's (thread's) best chunk before any file's second one (:func:`first_of_each`).
+    ``passages``: each chosen candidate carries up to that many further chunks of its file that
+    are not chosen themselves and clear the bar a source must (``floor`` in the range)."""
     slots = allocate(
         {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights, span
     )
@@ -144,7 +149,40 @@ def select(
         chosen.extend(_diverse(ranked, slots.get(c, 0), limit) if limit else
                       ranked[: slots.get(c, 0)])  # fmt: skip
     chosen.sort(key=lambda h: -h.score)
+    if passages > 0:
+        _attach(chosen, hits, floor, span, passages)
     return (first_of_each(chosen) if file_first else chosen), slots
+
+
+def _attach(
+    chosen: list[Candidate],
+    hits: dict[K, list[Candidate]],
+    floor: float,
+    span: float | None,
+    most: int,
+) -> None:
+    """Give each chosen candidate up to ``most`` further chunks of its file (best first) that
+    are relevant by :func:`allocate`'s measure: in the upper ``1 - floor`` of this question's
+    range."""
+    pool = [h.score - h.bonus for hs in hits.values() for h in hs]
+    if not pool:
+        return
+    hi = max(pool)
+    lo = hi - span if span is not None else min(pool)
+    width = hi - lo
+    taken = {id(h) for h in chosen}
+    every = sorted((c for hs in hits.values() for c in hs), key=lambda c: -c.score)
+    for h in chosen:
+        h.passages = []
+        for c in every:
+            if len(h.passages) >= most:
+                break
+            if id(c) in taken or c.collection != h.collection or doc_of(c) != doc_of(h):
+                continue
+            if width > 1e-9 and (c.score - c.bonus - lo) / width < floor:
+                continue
+            h.passages.append(c)
+            taken.add(id(c))
 
 
 def doc_of(h: Candidate) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.embed import EmbedService
 from core.lexical import query_terms, terms
-from core.models import COLLECTIONS, Collection, Retrieval, Source
+from core.models import COLLECTIONS, Chunk, Collection, Passage, Retrieval, Source
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.candidates import DISTINCT, Found, find, lexical_terms
 from core.retrieve.candidates import issue_rows as rows_of_issue
@@ -185,7 +185,7 @@ async def retrieve(
         first = opt.mode == "full" and opt.config.file_first
         chosen, slots = pick(
             found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span,
-            file_first=first,
+            file_first=first, passages=opt.config.passages if opt.mode == "full" else 0,
         )  # fmt: skip
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
@@ -205,7 +205,11 @@ async def retrieve(
     if localize:  # answered as a bug report: the sources are the files most likely to hold it
         rj["localize"] = True
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
-    rj["sources"] = [{"collection": h.collection, "row": h.row, "why": h.why} for h in chosen]
+    rj["sources"] = [
+        {"collection": h.collection, "row": h.row, "why": h.why,
+         **({"passages": [p.row for p in h.passages]} if h.passages else {})}
+        for h in chosen
+    ]  # fmt: skip
     return Retrieval(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},
         timings_ms=timings, query=question,
@@ -291,6 +295,7 @@ def select_by_repo(
     per_doc: dict[Collection, int] | None = None,
     span: float | None = None,
     file_first: bool = False,
+    passages: int = 0,
 ) -> tuple[list[Candidate], dict[Collection, int]]:
     """:func:`select` over (collection, repository) groups: the slots are shared in proportion
     to how well each repository's candidates of each collection fit, so a repository with
@@ -302,7 +307,8 @@ def select_by_repo(
             groups.setdefault((c, h.chunk.repo if h.chunk is not None else ""), []).append(h)
     w = {g: (weights or {}).get(g[0], 1.0) for g in groups}
     limits = {g: per_doc[g[0]] for g in groups if g[0] in per_doc} if per_doc else None
-    chosen, got = select(groups, k, floor, w, limits, span, file_first=file_first)
+    chosen, got = select(groups, k, floor, w, limits, span, file_first=file_first,
+                         passages=passages)  # fmt: skip
     slots: dict[Collection, int] = {}
     for (c, _repo), n in got.items():
         slots[c] = slots.get(c, 0) + n
@@ -339,7 +345,7 @@ def bug_report(opt: Options, kinds: dict[str, float] | None) -> bool:
 def per_doc_limits(opt: Options, kinds: dict[str, float] | None) -> dict[Collection, int] | None:
     """At most how many chunks of one file or thread each collection may give (None: no limit;
     the baselines have none)."""
-    limit = opt.config.per_file
+    limit = 1 if opt.config.passages else opt.config.per_file
     if not limit or opt.mode != "full":
         return None
     per_doc = dict.fromkeys(COLLECTIONS, limit)
@@ -396,18 +402,27 @@ async def _issue_hop(
 
 async def to_sources(reader: BuildReader, chosen: list[Candidate]) -> list[Source]:
     by_coll: dict[Collection, list[int]] = {}
-    for h in chosen:
+    for h in (x for c in chosen for x in (c, *c.passages)):
         if h.chunk is None:  # the candidate stage fetched most already
             by_coll.setdefault(h.collection, []).append(h.row)
     rows = {c: await reader.chunks(c, r) for c, r in by_coll.items()}
+
+    def chunk(h: Candidate) -> Chunk:
+        return h.chunk if h.chunk is not None else rows[h.collection][h.row]
+
     out = []
     for h in chosen:
-        ch = h.chunk if h.chunk is not None else rows[h.collection][h.row]
+        ch = chunk(h)
+        passages = [
+            Passage(title=p.title, url=p.url, text=p.text, start_line=p.start_line,
+                    end_line=p.end_line, symbol=p.symbol, chunk_id=p.id)
+            for p in map(chunk, h.passages)
+        ]  # fmt: skip
         out.append(
             Source(
                 collection=h.collection, title=ch.title, url=ch.url, text=ch.text, score=h.score,
                 path=ch.path, start_line=ch.start_line, end_line=ch.end_line, issue=ch.issue,
-                symbol=ch.symbol, chunk_id=ch.id, repo=ch.repo,
+                symbol=ch.symbol, chunk_id=ch.id, repo=ch.repo, passages=passages,
             )
         )  # fmt: skip
     return out

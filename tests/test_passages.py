@@ -1,0 +1,131 @@
+"""A source carries the further passages of its file that fit the question
+(``retrieval.passages``): chosen in ``select``, shown on every face with their own lines and
+links, quoted by the extractive answerer, given to a language model, counted by the eval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import FakeApp, make_repo
+
+from core.models import Answer, Passage, Source
+
+RETRY_DOCS = {
+    "docs/retries.md": """
+        # Retries
+
+        ## Retry timeout
+
+        The retry timeout bounds how long widget retries a failed upload before giving up.
+
+        ## Retry timeout and backoff
+
+        Each retry of a failed upload waits longer: the retry timeout caps the backoff at 30 s.
+        """,
+    "docs/uploads.md": """
+        # Uploads
+
+        ## Failed uploads
+
+        A failed upload is retried until the retry timeout passes.
+        """,
+    "docs/other.md": "# Other\n\n## Colours\n\nThemes change colours of charts.\n",
+}
+QUESTION = "how long does widget retry a failed upload: the retry timeout?"
+
+
+def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> None:
+    from core.models import Chunk
+    from core.retrieve import Candidate, select
+
+    def cand(row: int, key: str, score: float) -> Candidate:
+        return Candidate("code", row, score, chunk=Chunk("code", key, "t", key, 1, path=key))
+
+    def pool() -> dict[str, list[Candidate]]:
+        return {"code": [cand(0, "a.py", 1.0), cand(1, "a.py", 0.9), cand(2, "b.py", 0.8),
+                         cand(3, "a.py", 0.1), cand(4, "c.py", 0.0)]}  # fmt: skip
+
+    chosen, _ = select(pool(), 3, 0.5, per_doc={"code": 1}, passages=2)  # type: ignore[arg-type]
+    # One chunk per file: the third slot goes to the next file (as per_file 1 does) ...
+    assert [c.row for c in chosen] == [0, 2, 4]
+    # ... and a.py's 0.9 rides along as its passage: it clears the floor (the upper half of
+    # this question's range, 0.0-1.0); its 0.1 does not.
+    assert [p.row for p in chosen[0].passages] == [1]
+    assert chosen[1].passages == chosen[2].passages == []
+    off, _ = select(pool(), 3, 0.5, per_doc={"code": 1})  # type: ignore[arg-type]
+    assert all(not c.passages for c in off)
+
+
+@pytest.mark.asyncio
+async def test_one_source_per_file_with_its_passage_shown_quoted_and_in_json(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, RETRY_DOCS)
+    got = {}
+    for n in (1, 0):
+        inst = tmp_path / f"i{n}"
+        inst.mkdir()
+        (inst / "w.yaml").write_text(
+            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
+            f"retrieval: {{passages: {n}, relevance_floor: 0.0, k: 3}}\n"
+        )
+        app = FakeApp(inst, tmp_path / f"data{n}")
+        try:
+            got[n] = await app.ask("w", QUESTION)
+        finally:
+            await app.close()
+    off, on = got[0], got[1]
+    assert [s.path for s in off.sources].count("docs/retries.md") == 2
+    retries = [s for s in on.sources if s.path == "docs/retries.md"]
+    assert len(retries) == 1 and len({s.path for s in on.sources}) == len(on.sources)
+    [p] = retries[0].passages
+    assert p.title.endswith("Retry timeout and backoff") and "caps the backoff" in p.text
+    assert p.url.endswith(f"#L{p.start_line}-L{p.end_line}")
+    # The answer quotes the passage under its source's number, named by its heading and lines.
+    n = retries[0].n
+    line = next(ln for ln in on.text.splitlines() if ln.endswith(f"[{n}]"))
+    assert f" — Retry timeout and backoff (lines {p.lines()}): " in line and "30 s" in line
+    route = on.route["sources"][n - 1]
+    assert len(route["passages"]) == 1 and "passages" not in off.route["sources"][0]
+    js = on.to_json()["sources"][n - 1]
+    assert js["passages"][0]["url"] == p.url and "passages" not in off.to_json()["sources"][0]
+    assert on.to_json()["evidence"]["chars"] > sum(len(s.text) for s in on.sources)
+
+
+def _answer() -> Answer:
+    p = Passage("f", "https://h/a.py#L10-L12", "def f():\n    return 42", 10, 12, "f")
+    src = Source("code", "a.py", "https://h/a.py#L1-L3", "x = 1", 1.0, path="a.py",
+                 start_line=1, end_line=3, symbol="x", n=1, passages=[p])  # fmt: skip
+    return Answer(text="See [1].", sources=[src])
+
+
+def test_every_face_shows_a_passage_with_its_lines_and_link() -> None:
+    from bot.discord_render import answer_messages
+    from bot.openapi import document
+    from bot.settings import ServeConfig
+    from bot.slack_blocks import source_lines
+    from core.cli.render import render_sources
+
+    a = _answer()
+    cli = render_sources(a.sources)
+    assert "    + a.py:10-12 — f\n      https://h/a.py#L10-L12" in cli
+    assert source_lines(a)[1] == "      ↳ <https://h/a.py#L10-L12|a.py:10-12> f"
+    [msg] = answer_messages(a)
+    assert "↳ [a.py:10-12](https://h/a.py#L10-L12) f" in msg.embeds[0].description
+    schema = document(ServeConfig())["components"]["schemas"]["Source"]
+    assert set(schema["properties"]["passages"]["items"]["properties"]) == {
+        "title", "start_line", "end_line", "url", "text"}  # fmt: skip
+
+
+def test_a_model_and_the_fact_score_see_the_passages() -> None:
+    from core.answer.prompt import build_context
+    from core.eval.metrics import facts_found
+
+    a = _answer()
+    ctx = build_context("what does f return?", a.sources)
+    assert "[… lines 10-12 · f]\ndef f():\n    return 42" in ctx.messages[-1]["content"]
+    assert ctx.evidence[0].passages == [] and "return 42" in ctx.evidence[0].text
+    assert facts_found(["return 42"], a) == 1.0
+    assert facts_found(["return 42"], a, quoted=True) == 0.0
