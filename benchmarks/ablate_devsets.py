@@ -35,6 +35,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "no-graph": ("no code-graph candidates", ["--set", "graph=false"]),
     "no-pr-files": ("no pull requests' changed files or links", ["--no-pr-files"]),
     "no-bug-files": ("bug reports without one chunk per file", ["--set", "per_file_bug=0"]),
+    "no-passages": (
+        "sources without their files' further passages (one chunk per file -> two, as before)",
+        ["--set", "passages=0"],
+    ),
     "no-file-first": (
         "sources by score alone (a file's second chunk not after the others' first)",
         ["--set", "file_first=false"],

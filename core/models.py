@@ -190,7 +190,9 @@ class Source:
         language model is shown of it)."""
         parts = [self.text]
         for p in self.passages:
-            parts.append(f"[… lines {p.lines()} · {p.symbol or p.title}]\n{p.text}")
+            head = ("later in the thread" if self.collection == "issues"
+                    else f"lines {p.lines()} · {p.symbol or p.title}")  # fmt: skip
+            parts.append(f"[… {head}]\n{p.text}")
         return "\n\n".join(parts)
 
     def is_link(self) -> bool:

@@ -53,8 +53,27 @@ def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> Non
     # this question's range, 0.0-1.0); its 0.1 does not.
     assert [p.row for p in chosen[0].passages] == [1]
     assert chosen[1].passages == chosen[2].passages == []
-    off, _ = select(pool(), 3, 0.5, per_doc={"code": 1})  # type: ignore[arg-type]
-    assert all(not c.passages for c in off)
+    # Passages from an earlier selection of the same candidates do not linger.
+    again = pool()
+    select(again, 3, 0.5, per_doc={"code": 1}, passages=2)  # type: ignore[arg-type]
+    off, _ = select(again, 3, 0.5, per_doc={"code": 1})  # type: ignore[arg-type]
+    assert [c.row for c in off] == [0, 2, 4] and all(not c.passages for c in off)
+
+
+def test_more_slots_than_files_never_list_a_file_twice() -> None:
+    """``_diverse`` fills spare slots with further chunks when no other file is left; with
+    passages those become the file's passages (best first), not sources of their own."""
+    from core.models import Chunk
+    from core.retrieve import Candidate, select
+
+    def cand(row: int, key: str, score: float) -> Candidate:
+        return Candidate("docs", row, score, chunk=Chunk("docs", key, "t", key, 1, path=key))
+
+    hits = {"docs": [cand(0, "a.md", 1.0), cand(1, "a.md", 0.95), cand(2, "b.md", 0.9),
+                     cand(3, "a.md", 0.85)]}  # fmt: skip
+    chosen, _ = select(hits, 4, 0.0, per_doc={"docs": 1}, passages=1)  # type: ignore[arg-type]
+    assert [c.row for c in chosen] == [0, 2]
+    assert [p.row for p in chosen[0].passages] == [1] and chosen[1].passages == []
 
 
 @pytest.mark.asyncio
@@ -129,3 +148,40 @@ def test_a_model_and_the_fact_score_see_the_passages() -> None:
     assert ctx.evidence[0].passages == [] and "return 42" in ctx.evidence[0].text
     assert facts_found(["return 42"], a) == 1.0
     assert facts_found(["return 42"], a, quoted=True) == 0.0
+
+
+def test_the_judge_the_record_and_a_spanish_answer_treat_passages_right() -> None:
+    from core.answer.citations import passage_name, snapshot
+    from core.store.conversations import source_record
+
+    a = _answer()
+    [ev] = snapshot(a.sources)  # what a judge checks the answer against
+    assert "return 42" in ev.text and ev.passages == [] and a.sources[0].passages
+    rec = source_record(a)  # a thread's record keeps where sources point, not their text
+    assert "return 42" not in rec and "a.py#L10-L12" in rec
+    src = a.sources[0]
+    assert passage_name(src, "f", "f", "10-12", "es") == "f (líneas 10-12)"
+    assert passage_name(src, "f", "f", "10-12") == "f (lines 10-12)"
+    thread = Source("issues", "#4 Slow", "https://h/i/4", "t", 1.0, issue=4)
+    assert passage_name(thread, "#4 Slow", None, "#4 Slow", "es") == "más adelante en el hilo"
+
+
+@pytest.mark.asyncio
+async def test_a_source_with_nothing_to_quote_gets_no_empty_bullet() -> None:
+    from core.answer.extractive import ExtractiveAnswerer
+    from core.models import Retrieval
+
+    # Its own chunk offers nothing to quote, its passage nothing that meets the question.
+    colours = Passage(
+        "Other › Colours",
+        "o.md:5-6 @ abc",
+        "o.md › Other › Colours\nThemes change colours of charts.",
+        5,
+        6,
+    )
+    bare = Source("docs", "Other › Fence", "o.md:1-3 @ abc", "o.md › Other › Fence\n```\n```",
+                  0.9, path="o.md", start_line=1, end_line=3, passages=[colours])  # fmt: skip
+    good = Source("docs", "Retries", "r.md:1-2 @ abc", "r.md › Retries\nThe retry timeout is 30 s.",
+                  1.0, path="r.md", start_line=1, end_line=2)  # fmt: skip
+    a = await ExtractiveAnswerer().answer("what is the retry timeout?", Retrieval([good, bare]))
+    assert "Fence" not in a.text and ": [" not in a.text and [s.path for s in a.sources] == ["r.md"]

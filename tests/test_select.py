@@ -91,15 +91,18 @@ def test_a_bug_report_gets_one_chunk_per_file_and_the_baselines_no_limit() -> No
     from core.retrieve.options import Options
     from core.retrieve.search import bug_report, per_doc_limits
 
-    opt = Options.of(RetrievalConfig())
+    opt = Options.of(RetrievalConfig(passages=0))
     how = {"howto": 0.7, "code": 0.2, "issues": 0.05, "bug": 0.05}
     bug = {"howto": 0.05, "code": 0.1, "issues": 0.05, "bug": 0.8}
     assert per_doc_limits(opt, how) == {"docs": 2, "code": 2, "issues": 2}
     assert per_doc_limits(opt, bug) == {"docs": 2, "code": 1, "issues": 2}
-    off = Options.of(RetrievalConfig(per_file_bug=0))
+    off = Options.of(RetrievalConfig(per_file_bug=0, passages=0))
     assert per_doc_limits(off, bug) == {"docs": 2, "code": 2, "issues": 2}
     assert per_doc_limits(Options.of(RetrievalConfig(), mode="bm25"), bug) is None
-    assert per_doc_limits(Options.of(RetrievalConfig(per_file=0)), bug) is None
+    assert per_doc_limits(Options.of(RetrievalConfig(per_file=0, passages=0)), bug) is None
+    # with passages (the default) every source is another file: a file's further chunks ride
+    # along as its passages
+    assert per_doc_limits(Options.of(RetrievalConfig()), how) == {"docs": 1, "code": 1, "issues": 1}
     # answered as a bug report (route "localize": the answer keeps every candidate file)
     assert bug_report(opt, bug) and not bug_report(opt, how) and not bug_report(opt, None)
     assert not bug_report(Options.of(RetrievalConfig(), mode="bm25"), bug)
@@ -200,7 +203,7 @@ async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_pa
         inst.mkdir()
         (inst / "w.yaml").write_text(
             f"repo: {{path: {repo}}}\n"
-            f"retrieval: {{file_first: {str(first).lower()}, relevance_floor: 0.0}}\n"
+            f"retrieval: {{file_first: {str(first).lower()}, relevance_floor: 0.0, passages: 0}}\n"
         )
         app = FakeApp(inst, tmp_path / f"data{first}")
         try:

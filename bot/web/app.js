@@ -173,7 +173,9 @@ function renderSources(card, sources, turn) {
     for (const p of s.passages || []) {  // further passages of the same file or thread
       const part = { ...s, ...p, symbol: null };
       const plabel = where(part);
-      const name = p.title && p.title !== s.path && p.title !== plabel ? ` — ${p.title}` : "";
+      const issue = s.issue !== null && s.issue !== undefined;
+      const name = issue ? " — later in the thread"
+        : p.title && p.title !== s.path && p.title !== plabel ? ` — ${p.title}` : "";
       item.append(el("div", { class: "passage" }, "↳ ",
         isLink(p.url)
           ? el("a", { href: p.url, target: "_blank", rel: "noopener noreferrer", class: "source",

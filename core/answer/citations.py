@@ -60,8 +60,9 @@ def finalize_citations(
 
 
 def snapshot(sources: list[Source]) -> list[Source]:
-    """Copies of the sources an answerer is about to see: its evidence."""
-    return [replace(s, n=0) for s in sources]
+    """Copies of the sources an answerer is about to see: its evidence (a source's passages in
+    its text, as a model is shown them: what a judge checks the answer against)."""
+    return [replace(s, n=0, text=s.full_text(), passages=[]) for s in sources]
 
 
 def mark_cited(evidence: list[Source], shown: list[Source], kept: list[Source]) -> list[Source]:
@@ -98,6 +99,8 @@ _TEXTS = {
         "question. Try naming a file, a function or an issue number.",
         "no_answer": "The indexed sources don't contain the answer to this question.",
         "closest": "The closest ones are",
+        "lines": "lines",
+        "later": "later in the thread",
     },
     "es": {
         "header": "Según las fuentes indexadas:",
@@ -106,6 +109,8 @@ _TEXTS = {
         "número de issue.",
         "no_answer": "Las fuentes indexadas no contienen la respuesta a esta pregunta.",
         "closest": "Las más cercanas son",
+        "lines": "líneas",
+        "later": "más adelante en el hilo",
     },
 }
 
@@ -157,14 +162,18 @@ def label(src: Source) -> str:
     return f"{src.repo}{own}" if own.startswith("#") else f"{src.repo}: {own}"
 
 
-def passage_name(src: Source, title: str, symbol: str | None, lines: str) -> str:
-    """How an answer names a passage of ``src`` after the source's own quotes: its symbol
-    (code), its heading's last part (docs), "later in the thread" (issues) — with its lines."""
+def passage_name(
+    src: Source, title: str, symbol: str | None, lines: str, lang: str | None = None
+) -> str:
+    """How an answer names a passage of ``src`` after the source's own quotes, in the answer's
+    language: its symbol (code), its heading's last part (docs), "later in the thread" (issues)
+    — with its lines."""
     if src.collection == "issues":
-        return "later in the thread"
+        return phrase(lang, "later")
     name = symbol if src.collection == "code" and symbol else title.split(" › ")[-1]
     name = balance_ticks(name) if name and name != src.path else ""
-    return f"{name} (lines {lines})" if name else f"lines {lines}"
+    where = f"{phrase(lang, 'lines')} {lines}"
+    return f"{name} ({where})" if name else where
 
 
 def _label(src: Source) -> str:

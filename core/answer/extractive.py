@@ -140,7 +140,9 @@ class ExtractiveAnswerer:
             if lines and drop and best[i] < top - self.drop_margin:
                 continue  # its best quote answers much less than the best source's
             python = (src.path or "").endswith((".py", ".pyi"))
-            shown = self._parts(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0, python)
+            shown = self._parts(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0, python, lang)
+            if not shown:  # neither it nor a passage offers a quote worth showing
+                continue
             lines.append(f"• {label(src)}: {shown} [{i + 1}]")
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
@@ -156,7 +158,9 @@ class ExtractiveAnswerer:
             evidence=mark_cited(evidence, sources, kept),
         )
 
-    def _parts(self, src: Source, qs: list[_Quote], extra: int, python: bool) -> str:
+    def _parts(
+        self, src: Source, qs: list[_Quote], extra: int, python: bool, lang: str | None = None
+    ) -> str:
         """A source's quotes as shown: its own chunk's, then each passage's that answers about
         as well as the source's best (by the drop margin; without a similarity, one sharing a
         word with the question), named by its symbol or heading."""
@@ -174,7 +178,7 @@ class ExtractiveAnswerer:
                 continue
             chosen = self._choose(_part_source(src, j), pq)
             out.append(
-                f"{passage_name(src, p.title, p.symbol, p.lines())}: {_shown(chosen, python)}"
+                f"{passage_name(src, p.title, p.symbol, p.lines(), lang)}: {_shown(chosen, python)}"
             )
         return " — ".join(out)
 

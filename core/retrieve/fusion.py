@@ -149,9 +149,28 @@ def select(
         chosen.extend(_diverse(ranked, slots.get(c, 0), limit) if limit else
                       ranked[: slots.get(c, 0)])  # fmt: skip
     chosen.sort(key=lambda h: -h.score)
+    for h in chosen:
+        h.passages = []
     if passages > 0:
+        chosen = _fold(chosen, passages)
         _attach(chosen, hits, floor, span, passages)
     return (first_of_each(chosen) if file_first else chosen), slots
+
+
+def _fold(chosen: list[Candidate], most: int) -> list[Candidate]:
+    """With passages every source is another file: a further chunk of a file already chosen
+    (``_diverse`` fills spare slots with them when no other file is left) becomes a passage of
+    its file's best chunk (up to ``most``; beyond, it is left out)."""
+    first: dict[tuple[str, str], Candidate] = {}
+    out: list[Candidate] = []
+    for h in chosen:  # best first
+        key = (h.collection, doc_of(h))
+        if key not in first:
+            first[key] = h
+            out.append(h)
+        elif len(first[key].passages) < most:
+            first[key].passages.append(h)
+    return out
 
 
 def _attach(
@@ -170,19 +189,19 @@ def _attach(
     hi = max(pool)
     lo = hi - span if span is not None else min(pool)
     width = hi - lo
-    taken = {id(h) for h in chosen}
+    taken = {id(h) for h in chosen} | {id(p) for h in chosen for p in h.passages}
     every = sorted((c for hs in hits.values() for c in hs), key=lambda c: -c.score)
     for h in chosen:
-        h.passages = []
         for c in every:
             if len(h.passages) >= most:
                 break
             if id(c) in taken or c.collection != h.collection or doc_of(c) != doc_of(h):
                 continue
-            if width > 1e-9 and (c.score - c.bonus - lo) / width < floor:
+            if width > 1e-9 and (max(c.score - c.bonus, lo) - lo) / width < floor:
                 continue
             h.passages.append(c)
             taken.add(id(c))
+        h.passages.sort(key=lambda c: -c.score)
 
 
 def doc_of(h: Candidate) -> str:

@@ -140,6 +140,8 @@ def source_record(answer: Answer) -> str:
     for s in answer.sources:
         d = s.to_json()
         d.pop("text", None)  # the index keeps the text; the record keeps where it points
+        for p in d.get("passages", []):
+            p.pop("text", None)
         out.append(d)
     return json.dumps(out, ensure_ascii=False)
 
