@@ -108,8 +108,8 @@ class RetrievalConfig(StrictModel):
         "other files have candidates (0: no limit).",
     )
     # Dev sets' tuning halves (variants/prompts-2026-12-06/PLAN-s47.md, addendum 2): fact
-    # 0.891 -> 0.909 on questions, 0.749 -> 0.832 on bug reports, ranks unchanged, with 43 % more
-    # text shown (benchmarks/results/devsets/RESULTS.md, eleventh session).
+    # 0.891 -> 0.901 on questions, 0.749 -> 0.822 on bug reports, ranks unchanged, with a third
+    # more text shown (benchmarks/results/devsets/RESULTS.md, eleventh session).
     passages: int = Field(
         default=1,
         ge=0,
