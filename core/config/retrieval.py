@@ -105,7 +105,8 @@ class RetrievalConfig(StrictModel):
         ge=0,
         le=50,
         description="At most this many chunks of one file or thread among the sources while "
-        "other files have candidates (0: no limit).",
+        "other files have candidates (0: no limit; with passages, one: a file's further chunks "
+        "are its passages).",
     )
     # Dev sets' tuning halves (variants/prompts-2026-12-06/PLAN-s47.md, addendum 2): fact
     # 0.891 -> 0.901 on questions, 0.749 -> 0.822 on bug reports, ranks unchanged, with a third
