@@ -96,15 +96,12 @@ def _linked_markers(text: str, answer: Answer) -> str:
 def source_lines(answer: Answer) -> list[str]:
     out = []
     for s in answer.sources:
-        where, what = source_label(s)
-        url = web_url(s.url)
-        label = f"<{url}|{escape(where)}>" if url else escape(where)
-        out.append(f"*[{s.n}]* {label}" + (f" {escape(what)}" if what else ""))
-        for p in s.passage_sources():  # further passages of the same file or thread
-            where, what = source_label(p)
-            url = web_url(p.url)
+        for i, part in enumerate([s, *s.passage_sources()]):  # its further passages after it
+            where, what = source_label(part)
+            url = web_url(part.url)
             label = f"<{url}|{escape(where)}>" if url else escape(where)
-            out.append(f"      ↳ {label}" + (f" {escape(what)}" if what else ""))
+            head = f"*[{s.n}]*" if i == 0 else "      ↳"
+            out.append(f"{head} {label}" + (f" {escape(what)}" if what else ""))
     return out
 
 

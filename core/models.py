@@ -125,6 +125,11 @@ class Chunk:
     repo: str = ""  # its repository in an instance over several ("" for one)
 
 
+def line_span(start: int, end: int | None) -> str:
+    """``10-20``, or ``10`` for one line."""
+    return str(start) if end in (None, start) else f"{start}-{end}"
+
+
 @dataclass
 class Passage:
     """A further piece of a source's file or thread (``retrieval.passages``): its own lines,
@@ -140,11 +145,7 @@ class Passage:
 
     def lines(self) -> str:
         """``10-20`` (``10`` for one line; the title when it has none)."""
-        if self.start_line is None:
-            return self.title
-        if self.end_line in (None, self.start_line):
-            return str(self.start_line)
-        return f"{self.start_line}-{self.end_line}"
+        return self.title if self.start_line is None else line_span(self.start_line, self.end_line)
 
     def to_json(self) -> dict[str, Any]:
         return {"title": self.title, "start_line": self.start_line, "end_line": self.end_line,
@@ -213,9 +214,7 @@ class Source:
         if self.url and not self.is_link() and self.path and self.url.startswith(self.path):
             return self.url
         if self.path and self.start_line is not None:
-            if self.end_line in (None, self.start_line):
-                return f"{self.path}:{self.start_line}"
-            return f"{self.path}:{self.start_line}-{self.end_line}"
+            return f"{self.path}:{line_span(self.start_line, self.end_line)}"
         return self.path or self.title
 
     def to_json(self) -> dict[str, Any]:

@@ -167,7 +167,8 @@ class ExtractiveAnswerer:
         own = [q for q in qs if q.part == 0]
         top = max((self._score(q) for q in own), default=None)
         out = [_shown(self._choose(src, own, extra), python)] if own else []
-        for j, p in enumerate(src.passages, start=1):
+        parts = zip(src.passages, src.passage_sources(), strict=True)
+        for j, (p, as_source) in enumerate(parts, start=1):
             pq = [q for q in qs if q.part == j]
             if not pq:
                 continue
@@ -176,7 +177,7 @@ class ExtractiveAnswerer:
                 continue
             if self.similarity is not None and top is not None and best < top - self.drop_margin:
                 continue
-            chosen = self._choose(_part_source(src, j), pq)
+            chosen = self._choose(as_source, pq)
             out.append(
                 f"{passage_name(src, p.title, p.symbol, p.lines(), lang)}: {_shown(chosen, python)}"
             )
@@ -189,8 +190,8 @@ class ExtractiveAnswerer:
     def _quotes(self, sources: list[Source], qset: set[str]) -> list[_Quote]:
         per: list[list[_Quote]] = []
         for i, part, src in (
-            (i, j, _part_source(s, j)) for i, s in enumerate(sources)
-            for j in range(len(s.passages) + 1)
+            (i, j, p) for i, s in enumerate(sources)
+            for j, p in enumerate([s, *s.passage_sources()])
         ):  # fmt: skip
             if src.collection == "code":
                 units = sentences(src)
@@ -259,12 +260,6 @@ class ExtractiveAnswerer:
                 min(qs, key=lambda q: q.pos)
             ]
         return sorted(chosen, key=lambda q: q.pos)  # in the source's own order
-
-
-def _part_source(src: Source, part: int) -> Source:
-    """The source itself (``part`` 0), or its ``part``-th passage read as a source of its own
-    (its text, title, symbol and lines), for the quoting rules."""
-    return src if part == 0 else src.passage_sources()[part - 1]
 
 
 def _shown(chosen: list[_Quote], python: bool = False) -> str:
