@@ -39,6 +39,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "sources without their files' further passages (one chunk per file -> two, as before)",
         ["--set", "passages=0"],
     ),
+    "no-first-passage": (
+        "the first source no more passages than the others (one)",
+        ["--set", "passages_first=1"],
+    ),
     "no-file-first": (
         "sources by score alone (a file's second chunk not after the others' first)",
         ["--set", "file_first=false"],

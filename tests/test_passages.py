@@ -76,6 +76,78 @@ def test_more_slots_than_files_never_list_a_file_twice() -> None:
     assert [p.row for p in chosen[0].passages] == [1] and chosen[1].passages == []
 
 
+def test_the_first_source_carries_one_more_passage() -> None:
+    """``first_passages``: the source read first (the best chosen candidate) carries up to that
+    many passages, the others ``passages`` — in a spare slot's fold as in ``_attach``."""
+    from core.models import Chunk
+    from core.retrieve import Candidate, select
+
+    def cand(row: int, key: str, score: float) -> Candidate:
+        return Candidate("code", row, score, chunk=Chunk("code", key, "t", key, 1, path=key))
+
+    def pool() -> dict[str, list[Candidate]]:
+        return {"code": [cand(0, "a.py", 1.0), cand(1, "a.py", 0.95), cand(2, "a.py", 0.9),
+                         cand(3, "b.py", 0.85), cand(4, "b.py", 0.8), cand(5, "b.py", 0.75),
+                         cand(6, "c.py", 0.0)]}  # fmt: skip
+
+    def pick(first: int | None, k: int = 3) -> list[Candidate]:
+        chosen, _ = select(pool(), k, 0.5, per_doc={"code": 1}, passages=1,  # type: ignore[arg-type]
+                           first_passages=first)  # fmt: skip
+        return chosen
+
+    one = pick(None)
+    assert [c.row for c in one] == [0, 3, 6]
+    assert [[p.row for p in c.passages] for c in one] == [[1], [4], []]
+    two = pick(2)
+    assert [c.row for c in two] == [0, 3, 6]  # the same sources, in the same order
+    assert [[p.row for p in c.passages] for c in two] == [[1, 2], [4], []]
+    # With more slots than files the spare slots' chunks fold in under the same limits.
+    folded = pick(2, k=7)
+    assert [c.row for c in folded] == [0, 3, 6]
+    assert [[p.row for p in c.passages] for c in folded] == [[1, 2], [4], []]
+
+
+@pytest.mark.asyncio
+async def test_first_source_passages_come_from_the_instance_config(tmp_path: Path) -> None:
+    """``retrieval.passages_first`` reaches the selection (default: one more than
+    ``passages``), and a value below ``passages`` is refused by name."""
+    from core.config import load_instance
+    from core.errors import ConfigError
+
+    repo = tmp_path / "r"
+    three = dict(RETRY_DOCS)
+    three["docs/retries.md"] += (
+        "\n        ## Retry timeout per attempt\n\n        Every retry attempt of a failed upload "
+        "has its own retry timeout too.\n"
+    )
+    make_repo(repo, three)
+    got = {}
+    for name, extra in (("default", ""), ("one", ", passages_first: 1")):
+        inst = tmp_path / f"i-{name}"
+        inst.mkdir()
+        (inst / "w.yaml").write_text(
+            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
+            f"retrieval: {{passages: 1, relevance_floor: 0.0, k: 3{extra}}}\n"
+        )
+        app = FakeApp(inst, tmp_path / f"data-{name}")
+        try:
+            got[name] = await app.ask("w", QUESTION)
+        finally:
+            await app.close()
+    first = got["default"].sources[0]
+    assert first.path == "docs/retries.md" and len(first.passages) == 2
+    assert all(len(s.passages) <= 1 for s in got["default"].sources[1:])
+    assert len(got["one"].sources[0].passages) == 1
+    assert [s.path for s in got["one"].sources] == [s.path for s in got["default"].sources]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"repo: {{path: {repo}}}\nretrieval: {{passages: 2, passages_first: 1}}\n")
+    with pytest.raises(ConfigError, match=r"passages_first \(1\) must be at least passages \(2\)"):
+        load_instance(bad)
+    bad.write_text(f"repo: {{path: {repo}}}\nretrieval: {{passages: 0, passages_first: 2}}\n")
+    with pytest.raises(ConfigError, match="passages_first needs passages of at least 1"):
+        load_instance(bad)
+
+
 @pytest.mark.asyncio
 async def test_one_source_per_file_with_its_passage_shown_quoted_and_in_json(
     tmp_path: Path,

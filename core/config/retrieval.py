@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class StrictModel(BaseModel):
@@ -119,6 +119,16 @@ class RetrievalConfig(StrictModel):
         "with its own lines and link) when they fit the question as well as a source must; with "
         "passages every source is another file or thread (0: off, per_file applies).",
     )
+    # Dev sets' tuning halves (variants/prompts-2026-12-06/PLAN-s48.md, PF): fact on the code
+    # route 0.815 -> 0.831 and on bug reports 0.822 -> 0.843 (both two paired SEs), ranks
+    # unchanged, the text shown +8 % (one more passage for every source: +21 %).
+    passages_first: int | None = Field(
+        default=None,
+        ge=1,
+        le=6,
+        description="The most passages the first source carries (the place read first, and the "
+        "likeliest right file); at least passages. Default: one more than passages.",
+    )
     file_first: bool = Field(
         default=True,
         description="Order the sources so that every file's (thread's) best chunk comes before "
@@ -168,3 +178,21 @@ class RetrievalConfig(StrictModel):
         description="The corpus's language: a question in another moves there in the embedder's "
         "space (core/retrieve/align.py, core/retrieve/parallel.yaml); null: searched as asked.",
     )
+
+    @model_validator(mode="after")
+    def _passages_first_ok(self) -> RetrievalConfig:
+        if self.passages_first is not None:
+            if self.passages == 0:
+                raise ValueError("passages_first needs passages of at least 1 (passages: 0 "
+                                 "turns passages off for every source)")  # fmt: skip
+            if self.passages_first < self.passages:
+                raise ValueError(f"passages_first ({self.passages_first}) must be at least "
+                                 f"passages ({self.passages})")  # fmt: skip
+        return self
+
+    @property
+    def first_passages(self) -> int:
+        """The most passages the first source carries (0 with passages off)."""
+        if not self.passages:
+            return 0
+        return self.passages_first if self.passages_first is not None else self.passages + 1

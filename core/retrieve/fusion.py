@@ -121,6 +121,7 @@ def select(
     span: float | None = None,
     file_first: bool = False,
     passages: int = 0,
+    first_passages: int | None = None,
 ) -> tuple[list[Candidate], dict[K, int]]:
     """Pick the top candidates of each collection per :func:`allocate`, best first (with
     ``file_first``, each file's best first: :func:`first_of_each`).
@@ -132,7 +133,9 @@ def select(
     on a second piece of the same file is a slot another file could have used). ``file_first``:
     each file's (thread's) best chunk before any file's second one (:func:`first_of_each`).
     ``passages``: each chosen candidate carries up to that many further chunks of its file that
-    are not chosen themselves and clear the bar a source must (``floor`` in the range)."""
+    are not chosen themselves and clear the bar a source must (``floor`` in the range);
+    ``first_passages`` (default ``passages``): as many for the best chosen candidate, the
+    source a person reads first."""
     slots = allocate(
         {c: [h.score - h.bonus for h in hs] for c, hs in hits.items()}, k, floor, weights, span
     )
@@ -152,24 +155,27 @@ def select(
     for h in chosen:
         h.passages = []
     if passages > 0:
-        chosen = _fold(chosen, passages)
-        _attach(chosen, hits, floor, span, passages)
+        most = [passages] * len(chosen)
+        if chosen and first_passages is not None:
+            most[0] = max(passages, first_passages)
+        chosen = _fold(chosen, most)
+        _attach(chosen, hits, floor, span, most[: len(chosen)])
     return (first_of_each(chosen) if file_first else chosen), slots
 
 
-def _fold(chosen: list[Candidate], most: int) -> list[Candidate]:
+def _fold(chosen: list[Candidate], most: list[int]) -> list[Candidate]:
     """With passages every source is another file: a further chunk of a file already chosen
     (``_diverse`` fills spare slots with them when no other file is left) becomes a passage of
-    its file's best chunk (up to ``most``; beyond, it is left out)."""
-    first: dict[tuple[str, str], Candidate] = {}
+    its file's best chunk (up to ``most[i]`` for the i-th source; beyond, it is left out)."""
+    first: dict[tuple[str, str], int] = {}
     out: list[Candidate] = []
     for h in chosen:  # best first
         key = (h.collection, doc_of(h))
         if key not in first:
-            first[key] = h
+            first[key] = len(out)
             out.append(h)
-        elif len(first[key].passages) < most:
-            first[key].passages.append(h)
+        elif len(out[first[key]].passages) < most[first[key]]:
+            out[first[key]].passages.append(h)
     return out
 
 
@@ -178,11 +184,11 @@ def _attach(
     hits: dict[K, list[Candidate]],
     floor: float,
     span: float | None,
-    most: int,
+    most: list[int],
 ) -> None:
-    """Give each chosen candidate up to ``most`` further chunks of its file (best first) that
-    are relevant by :func:`allocate`'s measure: in the upper ``1 - floor`` of this question's
-    range."""
+    """Give the i-th chosen candidate up to ``most[i]`` further chunks of its file (best first)
+    that are relevant by :func:`allocate`'s measure: in the upper ``1 - floor`` of this
+    question's range."""
     pool = [h.score - h.bonus for hs in hits.values() for h in hs]
     if not pool:
         return
@@ -191,9 +197,9 @@ def _attach(
     width = hi - lo
     taken = {id(h) for h in chosen} | {id(p) for h in chosen for p in h.passages}
     every = sorted((c for hs in hits.values() for c in hs), key=lambda c: -c.score)
-    for h in chosen:
+    for h, cap in zip(chosen, most, strict=True):
         for c in every:
-            if len(h.passages) >= most:
+            if len(h.passages) >= cap:
                 break
             if id(c) in taken or c.collection != h.collection or doc_of(c) != doc_of(h):
                 continue

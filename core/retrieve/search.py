@@ -186,6 +186,7 @@ async def retrieve(
         chosen, slots = pick(
             found.hits, opt.k, opt.config.relevance_floor, weights, per_doc, span,
             file_first=first, passages=opt.config.passages if opt.mode == "full" else 0,
+            first_passages=opt.config.first_passages,
         )  # fmt: skip
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
@@ -296,6 +297,7 @@ def select_by_repo(
     span: float | None = None,
     file_first: bool = False,
     passages: int = 0,
+    first_passages: int | None = None,
 ) -> tuple[list[Candidate], dict[Collection, int]]:
     """:func:`select` over (collection, repository) groups: the slots are shared in proportion
     to how well each repository's candidates of each collection fit, so a repository with
@@ -308,7 +310,7 @@ def select_by_repo(
     w = {g: (weights or {}).get(g[0], 1.0) for g in groups}
     limits = {g: per_doc[g[0]] for g in groups if g[0] in per_doc} if per_doc else None
     chosen, got = select(groups, k, floor, w, limits, span, file_first=file_first,
-                         passages=passages)  # fmt: skip
+                         passages=passages, first_passages=first_passages)  # fmt: skip
     slots: dict[Collection, int] = {}
     for (c, _repo), n in got.items():
         slots[c] = slots.get(c, 0) + n
