@@ -185,6 +185,82 @@ async def test_one_source_per_file_with_its_passage_shown_quoted_and_in_json(
     assert on.to_json()["evidence"]["chars"] > sum(len(s.text) for s in on.sources)
 
 
+UPLOAD_CODE = {
+    "src/upload.py": """
+        def upload_with_retry(path, retry_timeout=30):
+            \"\"\"Upload a file, retrying a failed upload until the retry timeout passes.\"\"\"
+            return _retry(lambda: _send(path), retry_timeout)
+
+
+        def _retry(call, retry_timeout):
+            \"\"\"Call again after a failed upload while the retry timeout has not passed.\"\"\"
+            return call()
+
+
+        def _send(path):
+            \"\"\"Send one upload; a failed upload raises UploadError with the retry timeout.\"\"\"
+            raise UploadError(path)
+        """,
+    "src/colours.py": """
+        def theme_colours(name):
+            \"\"\"The colours of a chart theme.\"\"\"
+            return {"dark": "#000"}.get(name)
+        """,
+}
+UPLOAD_ISSUE = {
+    "number": 5, "title": "upload_with_retry ignores retry_timeout after a failed upload",
+    "body": "A failed upload in upload_with_retry is retried forever: retry_timeout is ignored "
+            "by _retry.",
+    "state": "OPEN", "labels": [{"name": "bug"}], "comments": [],
+    "url": "https://github.com/acme/w/issues/5",
+    "createdAt": "2024-01-01T00:00:00Z", "closedAt": None,
+}  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_the_issue_to_code_hop_lists_each_file_once_with_its_passages(
+    tmp_path: Path,
+) -> None:
+    """"Where is the bug from issue #5?": the issue, then the code it points at chosen as a bug
+    report's code is — each file once — its further chunks riding along as passages."""
+    import json
+
+    repo = tmp_path / "r"
+    make_repo(repo, UPLOAD_CODE)
+    (tmp_path / "issues.json").write_text(json.dumps([UPLOAD_ISSUE]))
+    got = {}
+    for n in (1, 0):
+        inst = tmp_path / f"i{n}"
+        inst.mkdir()
+        (inst / "w.yaml").write_text(
+            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
+            f"issues: {{file: {tmp_path / 'issues.json'}}}\n"
+            f"retrieval: {{passages: {n}, relevance_floor: 0.0, k: 4}}\n"
+        )
+        app = FakeApp(inst, tmp_path / f"data{n}")
+        try:
+            got[n] = await app.retrieve("w", "where is the bug from issue #5?")
+            # An issue that is not indexed: the question is answered as asked (no issue
+            # first), chosen as any question's sources are.
+            got[n + 10] = await app.retrieve("w", "where is the bug from issue #99 in _retry?")
+        finally:
+            await app.close()
+    for n in (11, 10):
+        assert got[n].sources and all(s.issue != 99 for s in got[n].sources)
+    code = [s.path for s in got[11].sources if s.collection == "code"]
+    assert len(set(code)) == len(code)
+    got = {n: r for n, r in got.items() if n < 10}
+    for r in got.values():
+        assert r.route["signals"]["issue_to_code"] is True and r.sources[0].issue == 5
+    code = [s.path for s in got[1].sources if s.collection == "code"]
+    assert code[0] == "src/upload.py" and len(set(code)) == len(code)  # each file once
+    on = [s for s in got[1].sources if s.path == "src/upload.py"]
+    assert len(on) == 1 and len(on[0].passages) == 2  # the first code source: one more
+    assert {on[0].symbol, *(p.symbol for p in on[0].passages)} == {
+        "upload_with_retry", "_retry", "_send"}  # fmt: skip
+    assert all(not s.passages for s in got[0].sources)
+
+
 def _answer() -> Answer:
     p = Passage("f", "https://h/a.py#L10-L12", "def f():\n    return 42", 10, 12, "f")
     src = Source("code", "a.py", "https://h/a.py#L1-L3", "x = 1", 1.0, path="a.py",

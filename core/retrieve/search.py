@@ -175,9 +175,11 @@ async def retrieve(
         slots = {}
         for h in chosen:
             slots[h.collection] = slots.get(h.collection, 0) + 1
-    elif opt.mode == "full" and route.hop and route.issues:
-        chosen, slots = await _issue_hop(reader, embedder, route, found, opt, weights, timings)
-    else:
+    elif opt.mode == "full" and route.hop and route.issues and (
+        hop := await _issue_hop(reader, embedder, route, opt, timings)
+    ):
+        chosen, slots = hop
+    else:  # the question as asked (also a hop whose issue is not indexed)
         per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
         localize = bug_report(opt, pool.context.kinds if pool.context else None)
         span = SPAN if ranker is not None else None
@@ -362,13 +364,13 @@ async def _issue_hop(
     reader: BuildReader,
     embedder: EmbedService,
     route: Route,
-    found: Found,
     opt: Options,
-    weights: dict[Collection, float],
     timings: dict[str, float],
-) -> tuple[list[Candidate], dict[Collection, int]]:
+) -> tuple[list[Candidate], dict[Collection, int]] | None:
     """ "Where is the bug from issue #42?": the issue itself first, then the code it points at,
-    found with the issue's own title, body, stack-trace frames and identifiers."""
+    found with the issue's own title, body, stack-trace frames and identifiers, chosen as a bug
+    report's are (one chunk per file; with passages, a file's further chunks ride along). None
+    when the issue is not indexed: the question is then answered as asked."""
     floor = opt.config.relevance_floor
     issue_rows: list[int] = []
     for n in route.issues[:2]:
@@ -376,8 +378,8 @@ async def _issue_hop(
     chunks = await reader.chunks("issues", issue_rows) if issue_rows else {}
     if opt.keep:  # a filter over several repositories: an issue of the repositories it keeps
         issue_rows = [r for r in issue_rows if r in chunks and chunks[r].repo in opt.keep]
-    if not issue_rows:  # no such issue indexed: answer the question as asked
-        return select(found.hits, opt.k, floor, weights, file_first=opt.config.file_first)
+    if not issue_rows:
+        return None
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
@@ -397,7 +399,11 @@ async def _issue_hop(
     # The question asks for code: the rest of the slots go to the code the issue points at
     # (the docs that merely discuss the same topic would crowd it out).
     first = [Candidate("issues", r, 1.0) for r in issue_rows[:1]]
-    rest, slots = select(code.hits, opt.k - len(first), floor, file_first=opt.config.file_first)
+    rest, slots = select(
+        code.hits, opt.k - len(first), floor, per_doc=per_doc_limits(opt, {"bug": 1.0}),
+        file_first=opt.config.file_first, passages=opt.config.passages,
+        first_passages=opt.config.first_passages,
+    )  # fmt: skip
     slots = {**slots, "issues": len(first)}
     return first + rest, slots
 
