@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class StrictModel(BaseModel):
@@ -179,16 +179,17 @@ class RetrievalConfig(StrictModel):
         "space (core/retrieve/align.py, core/retrieve/parallel.yaml); null: searched as asked.",
     )
 
-    @model_validator(mode="after")
-    def _passages_first_ok(self) -> RetrievalConfig:
-        if self.passages_first is not None:
-            if self.passages == 0:
-                raise ValueError("passages_first needs passages of at least 1 (passages: 0 "
-                                 "turns passages off for every source)")  # fmt: skip
-            if self.passages_first < self.passages:
-                raise ValueError(f"passages_first ({self.passages_first}) must be at least "
-                                 f"passages ({self.passages})")  # fmt: skip
-        return self
+    @field_validator("passages_first")
+    @classmethod
+    def _passages_first_ok(cls, v: int | None, info: ValidationInfo) -> int | None:
+        passages = info.data.get("passages")
+        if v is not None and isinstance(passages, int):  # (passages itself may have failed)
+            if passages == 0:
+                raise ValueError("needs passages of at least 1 (passages: 0 turns passages off "
+                                 "for every source)")  # fmt: skip
+            if v < passages:
+                raise ValueError(f"must be at least passages ({passages})")
+        return v
 
     @property
     def first_passages(self) -> int:

@@ -179,6 +179,7 @@ async def retrieve(
         hop := await _issue_hop(reader, embedder, route, opt, timings)
     ):
         chosen, slots = hop
+        localize = True  # the code after the issue: the files most likely to hold its bug
     else:  # the question as asked (also a hop whose issue is not indexed)
         per_doc = per_doc_limits(opt, pool.context.kinds if pool.context else None)
         localize = bug_report(opt, pool.context.kinds if pool.context else None)
