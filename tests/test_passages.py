@@ -187,8 +187,12 @@ async def test_one_source_per_file_with_its_passage_shown_quoted_and_in_json(
     assert p.url.endswith(f"#L{p.start_line}-L{p.end_line}")
     # The answer quotes the passage under its source's number, named by its heading and lines.
     n = retries[0].n
-    line = next(ln for ln in on.text.splitlines() if ln.endswith(f"[{n}]"))
-    assert f" — Retry timeout and backoff (lines {p.lines()}): " in line and "30 s" in line
+    lines = on.text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("• ") and ln.endswith(f"[{n}]"))
+    # ... on its own line under the source's bullet, cited like it.
+    under = lines[at + 1]
+    assert under.startswith(f"  ↳ Retry timeout and backoff (lines {p.lines()}): ")
+    assert under.endswith(f" [{n}]") and "30 s" in under and "30 s" not in lines[at]
     route = on.route["sources"][n - 1]
     assert len(route["passages"]) == 1 and "passages" not in off.route["sources"][0]
     js = on.to_json()["sources"][n - 1]

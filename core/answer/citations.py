@@ -165,7 +165,7 @@ def label(src: Source) -> str:
 def passage_name(
     src: Source, title: str, symbol: str | None, lines: str, lang: str | None = None
 ) -> str:
-    """How an answer names a passage of ``src`` after the source's own quotes, in the answer's
+    """How an answer names a passage of ``src`` on its line under the source's, in the answer's
     language: its symbol (code), its heading's last part (docs), "later in the thread" (issues)
     — with its lines."""
     if src.collection == "issues":

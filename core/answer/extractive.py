@@ -143,7 +143,9 @@ class ExtractiveAnswerer:
             shown = self._parts(src, qs, FIRST_SOURCE_EXTRA if i == 0 else 0, python, lang)
             if not shown:  # neither it nor a passage offers a quote worth showing
                 continue
-            lines.append(f"• {label(src)}: {shown} [{i + 1}]")
+            lines.append(f"• {label(src)}: {shown[0]} [{i + 1}]")
+            # Each further passage's quote on its own line under it, cited like it.
+            lines.extend(f"  ↳ {part} [{i + 1}]" for part in shown[1:])
         body = phrase(lang, "header") + "\n" + "\n".join(lines)
         evidence = snapshot(sources)
         text, kept, rep = finalize_citations(body, sources)
@@ -160,10 +162,10 @@ class ExtractiveAnswerer:
 
     def _parts(
         self, src: Source, qs: list[_Quote], extra: int, python: bool, lang: str | None = None
-    ) -> str:
-        """A source's quotes as shown: its own chunk's, then each passage's that answers about
-        as well as the source's best (by the drop margin; without a similarity, one sharing a
-        word with the question), named by its symbol or heading."""
+    ) -> list[str]:
+        """A source's quotes as shown, one text per part: its own chunk's, then each passage's
+        that answers about as well as the source's best (by the drop margin; without a
+        similarity, one sharing a word with the question), named by its symbol or heading."""
         own = [q for q in qs if q.part == 0]
         top = max((self._score(q) for q in own), default=None)
         out = [_shown(self._choose(src, own, extra), python)] if own else []
@@ -181,7 +183,7 @@ class ExtractiveAnswerer:
             out.append(
                 f"{passage_name(src, p.title, p.symbol, p.lines(), lang)}: {_shown(chosen, python)}"
             )
-        return " — ".join(out)
+        return [part for part in out if part]
 
     def _score(self, q: _Quote) -> float:
         """Similarity first (when there is one), shared words as the tie-break."""
