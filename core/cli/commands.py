@@ -81,6 +81,9 @@ async def _ensure_index(app: RepoExpert, name: str, quiet: bool = False) -> None
 async def cmd_ask(app: RepoExpert, args: argparse.Namespace) -> int:
     checked_question(args.question)  # an empty or overlong question: one line, nothing built
     await _ensure_index(app, args.name, quiet=args.json)
+    for line in await app.behind(args.name):  # the answer cites the index's commit, not HEAD
+        print(f"note: {line} — `repo-expert index {args.name}` brings it up to date",
+              file=sys.stderr)  # fmt: skip
     answer = await app.ask(args.name, args.question, repo=args.repo)
     if args.json:
         print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))

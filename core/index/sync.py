@@ -24,6 +24,7 @@ from core.index.build import Progress, Summary, build_index
 from core.ingest.gather import SyncRequest, gather
 from core.ingest.github import ClientOptions
 from core.ingest.mirror import ISSUES_MARK, MirrorReport
+from core.ingest.repo import checkout
 from core.layout import Layout
 from core.store.base import IndexStore
 from core.store.shared import StateOpener, state_of
@@ -192,4 +193,31 @@ async def instance_status(
             out["issues_mark"] = await db.get(ISSUES_MARK)
             if inst.issues.github:
                 out["issues_mirror"] = await db.counts()
+    return out
+
+
+async def behind(inst: Instance, layout: Layout, store: IndexStore) -> list[str]:
+    """The repositories of ``inst`` read from a local folder whose commit is no longer the one
+    its live build indexed ("widget is at 1a2b3c4, its index at 9f8e7d6"). Reads git and the
+    store only: a cloned ``url`` is left alone (it moves only when a sync fetches it, and the
+    sync indexes it too)."""
+    try:
+        meta = await store.live_meta(inst.name)
+    except IndexError_:
+        return []
+    if not meta:
+        return []
+    multi = is_multi(inst)
+    out = []
+    for v in repo_views(inst):
+        if not v.repo.path:
+            continue
+        built = ((meta.get("repos") or {}).get(v.repo_name) or {}) if multi else meta
+        indexed = built.get("commit")
+        try:
+            now = (await checkout(v, layout, fetch=False)).commit
+        except RepoExpertError:  # the folder is gone: the next index says so
+            continue
+        if indexed and now and now != indexed:
+            out.append(f"{v.repo_name or inst.name} is at {now[:7]}, its index at {indexed[:7]}")
     return out
