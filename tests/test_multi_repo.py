@@ -212,6 +212,23 @@ async def test_incremental_reembeds_only_the_changed_repo(
 
 
 @pytest.mark.asyncio
+async def test_behind_names_the_repository_that_moved(product: dict[str, Any]) -> None:
+    """``behind`` (what ``ask`` notes): per repository, its folder's commit against the one the
+    live build indexed — only the one that moved."""
+    app = product["app"]
+    assert await app.behind("product") == []  # no build yet: nothing to be behind
+    await app.index("product")
+    assert await app.behind("product") == []
+    client = product["repos"]["client"]
+    old = git(client, "rev-parse", "HEAD").strip()
+    write_files(client, {"NOTES.md": "# Notes\n\nA new file.\n"})
+    new = commit_all(client)
+    assert await app.behind("product") == [f"client is at {new[:7]}, its index at {old[:7]}"]
+    await app.index("product")
+    assert await app.behind("product") == []
+
+
+@pytest.mark.asyncio
 async def test_one_repo_failing_to_fetch_leaves_the_others_served(
     tmp_path: Path, fake_embedder: FakeEmbedder
 ) -> None:
