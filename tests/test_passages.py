@@ -4,12 +4,15 @@ links, quoted by the extractive answerer, given to a language model, counted by 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from helpers import FakeApp, make_repo
 
-from core.models import Answer, Passage, Source
+from core.models import Answer, Chunk, Passage, Source
+from core.retrieve import Candidate
 
 RETRY_DOCS = {
     "docs/retries.md": """
@@ -35,12 +38,32 @@ RETRY_DOCS = {
 QUESTION = "how long does widget retry a failed upload: the retry timeout?"
 
 
-def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> None:
-    from core.models import Chunk
-    from core.retrieve import Candidate, select
+def cand(row: int, key: str, score: float, collection: str = "code") -> Candidate:
+    """A ranked candidate: chunk ``row`` of file ``key``."""
+    return Candidate(collection, row, score,  # type: ignore[arg-type]
+                     chunk=Chunk(collection, key, "t", key, 1, path=key))  # type: ignore[arg-type]
 
-    def cand(row: int, key: str, score: float) -> Candidate:
-        return Candidate("code", row, score, chunk=Chunk("code", key, "t", key, 1, path=key))
+
+@asynccontextmanager
+async def instance(tmp_path: Path, repo: Path, name: str, retrieval: str,
+                   extra: str = "") -> AsyncIterator[FakeApp]:  # fmt: skip
+    """An app over ``repo`` as instance ``w`` with these ``retrieval`` settings (and ``extra``
+    YAML lines), in folders of its own named ``name``; closed afterwards."""
+    inst = tmp_path / f"i-{name}"
+    inst.mkdir()
+    (inst / "w.yaml").write_text(
+        f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n{extra}"
+        f"retrieval: {{{retrieval}}}\n"
+    )
+    app = FakeApp(inst, tmp_path / f"data-{name}")
+    try:
+        yield app
+    finally:
+        await app.close()
+
+
+def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> None:
+    from core.retrieve import select
 
     def pool() -> dict[str, list[Candidate]]:
         return {"code": [cand(0, "a.py", 1.0), cand(1, "a.py", 0.9), cand(2, "b.py", 0.8),
@@ -63,14 +86,10 @@ def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> Non
 def test_more_slots_than_files_never_list_a_file_twice() -> None:
     """``_diverse`` fills spare slots with further chunks when no other file is left; with
     passages those become the file's passages (best first), not sources of their own."""
-    from core.models import Chunk
-    from core.retrieve import Candidate, select
+    from core.retrieve import select
 
-    def cand(row: int, key: str, score: float) -> Candidate:
-        return Candidate("docs", row, score, chunk=Chunk("docs", key, "t", key, 1, path=key))
-
-    hits = {"docs": [cand(0, "a.md", 1.0), cand(1, "a.md", 0.95), cand(2, "b.md", 0.9),
-                     cand(3, "a.md", 0.85)]}  # fmt: skip
+    hits = {"docs": [cand(0, "a.md", 1.0, "docs"), cand(1, "a.md", 0.95, "docs"),
+                     cand(2, "b.md", 0.9, "docs"), cand(3, "a.md", 0.85, "docs")]}  # fmt: skip
     chosen, _ = select(hits, 4, 0.0, per_doc={"docs": 1}, passages=1)  # type: ignore[arg-type]
     assert [c.row for c in chosen] == [0, 2]
     assert [p.row for p in chosen[0].passages] == [1] and chosen[1].passages == []
@@ -79,11 +98,7 @@ def test_more_slots_than_files_never_list_a_file_twice() -> None:
 def test_the_first_source_carries_one_more_passage() -> None:
     """``first_passages``: the source read first (the best chosen candidate) carries up to that
     many passages, the others ``passages`` — in a spare slot's fold as in ``_attach``."""
-    from core.models import Chunk
-    from core.retrieve import Candidate, select
-
-    def cand(row: int, key: str, score: float) -> Candidate:
-        return Candidate("code", row, score, chunk=Chunk("code", key, "t", key, 1, path=key))
+    from core.retrieve import select
 
     def pool() -> dict[str, list[Candidate]]:
         return {"code": [cand(0, "a.py", 1.0), cand(1, "a.py", 0.95), cand(2, "a.py", 0.9),
@@ -131,17 +146,9 @@ async def test_first_source_passages_come_from_the_instance_config(tmp_path: Pat
     make_repo(repo, three)
     got = {}
     for name, extra in (("default", ""), ("one", ", passages_first: 1")):
-        inst = tmp_path / f"i-{name}"
-        inst.mkdir()
-        (inst / "w.yaml").write_text(
-            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
-            f"retrieval: {{passages: 1, relevance_floor: 0.0, k: 3{extra}}}\n"
-        )
-        app = FakeApp(inst, tmp_path / f"data-{name}")
-        try:
+        settings = f"passages: 1, relevance_floor: 0.0, k: 3{extra}"
+        async with instance(tmp_path, repo, name, settings) as app:
             got[name] = await app.ask("w", QUESTION)
-        finally:
-            await app.close()
     first = got["default"].sources[0]
     assert first.path == "docs/retries.md" and len(first.passages) == 2
     assert all(len(s.passages) <= 1 for s in got["default"].sources[1:])
@@ -167,17 +174,9 @@ async def test_one_source_per_file_with_its_passage_shown_quoted_and_in_json(
     make_repo(repo, RETRY_DOCS)
     got = {}
     for n in (1, 0):
-        inst = tmp_path / f"i{n}"
-        inst.mkdir()
-        (inst / "w.yaml").write_text(
-            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
-            f"retrieval: {{passages: {n}, relevance_floor: 0.0, k: 3}}\n"
-        )
-        app = FakeApp(inst, tmp_path / f"data{n}")
-        try:
+        settings = f"passages: {n}, relevance_floor: 0.0, k: 3"
+        async with instance(tmp_path, repo, str(n), settings) as app:
             got[n] = await app.ask("w", QUESTION)
-        finally:
-            await app.close()
     off, on = got[0], got[1]
     assert [s.path for s in off.sources].count("docs/retries.md") == 2
     retries = [s for s in on.sources if s.path == "docs/retries.md"]
@@ -244,22 +243,14 @@ async def test_the_issue_to_code_hop_lists_each_file_once_with_its_passages(
     make_repo(repo, UPLOAD_CODE)
     (tmp_path / "issues.json").write_text(json.dumps([UPLOAD_ISSUE]))
     got = {}
+    issues = f"issues: {{file: {tmp_path / 'issues.json'}}}\n"
     for n in (1, 0):
-        inst = tmp_path / f"i{n}"
-        inst.mkdir()
-        (inst / "w.yaml").write_text(
-            f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n"
-            f"issues: {{file: {tmp_path / 'issues.json'}}}\n"
-            f"retrieval: {{passages: {n}, relevance_floor: 0.0, k: 4}}\n"
-        )
-        app = FakeApp(inst, tmp_path / f"data{n}")
-        try:
+        settings = f"passages: {n}, relevance_floor: 0.0, k: 4"
+        async with instance(tmp_path, repo, str(n), settings, issues) as app:
             got[n] = await app.retrieve("w", "where is the bug from issue #5?")
             # An issue that is not indexed: the question is answered as asked (no issue
             # first), chosen as any question's sources are.
             got[n + 10] = await app.retrieve("w", "where is the bug from issue #99 in _retry?")
-        finally:
-            await app.close()
     # ... chosen by the ordinary selection: with passages each file once, carrying its further
     # chunks (the old fallback took neither the per-file limit nor passages).
     asked = got[11].sources
