@@ -48,7 +48,14 @@ from core.service import RepoExpert  # noqa: E402
 
 DEVSETS = ROOT / "benchmarks" / "devsets"
 # Every dev set is a folder with a source.yaml (a new set is a new folder, not a code change).
-SETS = sorted(p.name for p in DEVSETS.iterdir() if (p / "source.yaml").exists())
+ALL_SETS = sorted(p.name for p in DEVSETS.iterdir() if (p / "source.yaml").exists())
+# A set whose source.yaml says ``held_out: <why>`` is never tuned or trained on: it is left out
+# of the default list (this script's, train_ranker's, the goal tables') and scored, both halves,
+# only when named with --sets.
+HELD_OUT = [
+    n for n in ALL_SETS if yaml.safe_load((DEVSETS / n / "source.yaml").read_text()).get("held_out")
+]
+SETS = [n for n in ALL_SETS if n not in HELD_OUT]
 ENV = {"GIT_AUTHOR_NAME": "eval", "GIT_AUTHOR_EMAIL": "eval@localhost",
        "GIT_COMMITTER_NAME": "eval", "GIT_COMMITTER_EMAIL": "eval@localhost",
        "PATH": "/usr/bin:/bin"}  # fmt: skip
@@ -268,7 +275,7 @@ async def run(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=SETS)
+    ap.add_argument("--sets", nargs="+", default=SETS, choices=ALL_SETS)
     ap.add_argument("--split", nargs="+", default=["tune", "report"],
                     choices=["tune", "report", "all"])  # fmt: skip
     ap.add_argument("--mirrors", default="/work/.mirror")

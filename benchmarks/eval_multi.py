@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_devsets import DEVSETS, LOC, fix_prs, instance_file, snapshot  # noqa: E402
+from eval_devsets import SETS as DEFAULT_SETS  # noqa: E402
 
 from core.config import Settings  # noqa: E402
 from core.eval.metrics import (  # noqa: E402
@@ -63,7 +64,8 @@ from core.eval.metrics import (  # noqa: E402
 from core.models import Answer, Retrieval  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
-SETS = [p.name for p in sorted(DEVSETS.iterdir()) if (p / "questions.yaml").exists()]
+# The sets eval_devsets scores by default (held-out sets only when named).
+SETS = [n for n in DEFAULT_SETS if (DEVSETS / n / "questions.yaml").exists()]
 MULTI = "devsets"
 GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
 # An organisation's teams, by the language of their repositories (fixed in PLAN-s46.md before

@@ -47,6 +47,37 @@ _TS_DEFS = {
 _JS_WRAPPERS = frozenset({"export_statement", "lexical_declaration", "variable_declaration"})
 _TS_WRAPPERS = _JS_WRAPPERS | {"ambient_declaration", "expression_statement"}
 _JS_COMMENTS = (*_C_COMMENTS, "@")
+_CSHARP_DEFS = {
+    "class_declaration": "class",
+    "interface_declaration": "interface",
+    "struct_declaration": "struct",
+    "enum_declaration": "enum",
+    "record_declaration": "record",
+    "method_declaration": "method",
+    "constructor_declaration": "method",
+    "local_function_statement": "function",
+}
+_PHP_DEFS = {
+    "class_declaration": "class",
+    "interface_declaration": "interface",
+    "trait_declaration": "trait",
+    "enum_declaration": "enum",
+    "function_definition": "function",
+    "method_declaration": "method",
+}
+_KOTLIN_DEFS = {
+    "class_declaration": "class",  # also interface / enum class: def_kind reads the keyword
+    "object_declaration": "class",
+    "function_declaration": "function",
+}
+_SWIFT_DEFS = {
+    "class_declaration": "class",  # also struct / enum / extension / actor: declaration_kind
+    "protocol_declaration": "interface",
+    "function_declaration": "function",
+    "protocol_function_declaration": "method",
+    "init_declaration": "method",
+    "typealias_declaration": "type",
+}
 _C_DEFS = {
     "function_definition": "function",
     "struct_specifier": "struct",
@@ -130,6 +161,10 @@ LANGS: dict[str, LangSpec] = {
         comments=("#",),
         method_parents=CLASSLIKE | {"module"},
     ),
+    "csharp": LangSpec("tree_sitter_c_sharp", "language", _CSHARP_DEFS),
+    "php": LangSpec("tree_sitter_php", "language_php", _PHP_DEFS, comments=(*_C_COMMENTS, "#")),
+    "kotlin": LangSpec("tree_sitter_kotlin", "language", _KOTLIN_DEFS, comments=_JS_COMMENTS),
+    "swift": LangSpec("tree_sitter_swift", "language", _SWIFT_DEFS, comments=_JS_COMMENTS),
 }
 
 _EXT: dict[str, str] = {
@@ -146,6 +181,10 @@ _EXT: dict[str, str] = {
         "cpp",
     ),
     **dict.fromkeys((".rb", ".rake", ".gemspec", ".ru"), "ruby"),
+    **dict.fromkeys((".cs", ".csx"), "csharp"),
+    ".php": "php",
+    **dict.fromkeys((".kt", ".kts"), "kotlin"),
+    ".swift": "swift",
 }
 _NAMES: dict[str, str] = {"Rakefile": "ruby", "Gemfile": "ruby", "Guardfile": "ruby"}
 
@@ -173,9 +212,10 @@ _HASH_COMMENT = frozenset({"python", "ruby"})
 
 def comment_style(lang: str | None) -> str:
     """How a language (:func:`language_for_path`) marks a comment line: "#" (Python, Ruby),
-    "//" (the C family: Rust, Go, Java, JavaScript, TypeScript, C, C++), "" either (None: the
-    files the chunker has no grammar for — shell, YAML, TOML, Makefiles …)."""
-    if lang is None:
+    "//" (the C family: Rust, Go, Java, JavaScript, TypeScript, C, C++, C#, Kotlin, Swift), ""
+    either (None: the files the chunker has no grammar for — shell, YAML, TOML, Makefiles …;
+    PHP, which has both)."""
+    if lang is None or lang == "php":
         return ""
     return "#" if lang in _HASH_COMMENT else "//"
 
@@ -248,6 +288,11 @@ def def_name(node: Node) -> str | None:
     return (norm_name(node_text(name_node)) or None) if name_node is not None else None
 
 
+_SWIFT_KINDS = {"struct": "struct", "enum": "enum", "extension": "impl", "protocol": "interface"}
+# A definition's body where the grammar gives it no field (Kotlin's classes and functions).
+_BODY_TYPES = frozenset({"class_body", "enum_class_body", "function_body"})
+
+
 def def_kind(node: Node, spec: LangSpec, parent_kind: str | None) -> str:
     kind = spec.defs[node.type]
     if node.type == "type_spec":
@@ -258,6 +303,14 @@ def def_kind(node: Node, spec: LangSpec, parent_kind: str | None) -> str:
     elif node.type == "variable_declarator":
         value = node.child_by_field_name("value")
         kind = "class" if value is not None and value.type == "class" else kind
+    elif node.type == "class_declaration" and spec.module == "tree_sitter_swift":
+        word = node_text(node.child_by_field_name("declaration_kind"))
+        kind = _SWIFT_KINDS.get(word, kind)
+    elif node.type == "class_declaration" and spec.module == "tree_sitter_kotlin":
+        words = {c.type for c in node.children} | set(
+            node_text(next((c for c in node.children if c.type == "modifiers"), None)).split()
+        )
+        kind = "interface" if "interface" in words else "enum" if "enum" in words else kind
     if kind == "function" and parent_kind in spec.method_parents:
         kind = "method"
     return kind
@@ -272,6 +325,8 @@ def header_end(node: Node, end: int) -> int:
     elif node.type == "variable_declarator":
         value = node.child_by_field_name("value")
         body = value.child_by_field_name("body") if value is not None else None
+    elif body is None:
+        body = next((c for c in node.named_children if c.type in _BODY_TYPES), None)
     if body is None:
         return start
     row = body.start_point.row

@@ -107,6 +107,9 @@ MAX_LABEL = 8  # names in one module chunk's context line, then "…"
 _FUNCS = frozenset({"arrow_function", "function_expression", "function", "generator_function"})
 _JS_DECL = frozenset({"lexical_declaration", "variable_declaration"})
 _SCRIPT = frozenset({"python", "javascript", "typescript", "tsx"})
+# Where a top-level `val` / `let` is as often a logger or a cache as a constant: named, as in the
+# scripting languages, when it spans lines or is CONSTANT_CASE (or Kotlin's `const val`).
+_VALS = frozenset({"kotlin", "swift"})
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,28 @@ def _worth_naming(name: str, node: Node, lang: str) -> bool:
     C, Ruby constants) every top-level declaration is one."""
     if name == "_" or (name.startswith("__") and name.endswith("__")):
         return False
-    if lang not in _SCRIPT:
+    if lang in _VALS and "const" in _modifiers(node):
+        return True
+    if lang not in _SCRIPT | _VALS:
         return True
     return node.end_point.row > node.start_point.row or _constant_case(name)
+
+
+def _modifiers(node: Node) -> list[str]:
+    """The words of a declaration's modifier list (C#'s are one node each)."""
+    return [w for c in node.children if c.type in ("modifiers", "modifier")
+            for w in node_text(c).split()]  # fmt: skip
+
+
+def _val_name(node: Node, lang: str) -> str | None:
+    """The name a Kotlin or Swift property declaration binds (None for a destructuring)."""
+    if lang == "kotlin":
+        var = next((c for c in node.named_children if c.type == "variable_declaration"), None)
+        ident = var.named_children[0] if var is not None and var.named_children else None
+        return node_text(ident) if ident is not None and ident.type == "identifier" else None
+    pattern = node.child_by_field_name("name")
+    ident = pattern.child_by_field_name("bound_identifier") if pattern is not None else None
+    return node_text(ident).strip("`") if ident is not None else None
 
 
 def _members(value: Node | None) -> tuple[tuple[str, int, int], ...]:
@@ -232,6 +254,12 @@ def _names(node: Node, lang: str) -> list[tuple[str, Node, tuple[tuple[str, int,
     if lang in ("c", "cpp") and t == "declaration":
         names = [_c_name(d) for d in node.children_by_field_name("declarator")]
         return [(n, node, ()) for n in names if n]
+    if lang == "php" and t == "const_declaration":
+        return [(node_text(n), node, ()) for e in node.named_children if e.type == "const_element"
+                for n in e.named_children[:1] if n.type == "name"]  # fmt: skip
+    if lang in _VALS and t == "property_declaration":
+        bound = _val_name(node, lang)
+        return [(bound, node, ())] if bound else []
     if lang == "ruby" and t == "assignment":
         left = node.child_by_field_name("left")
         if left is not None and left.type == "scope_resolution":
@@ -269,7 +297,10 @@ def label(decls: list[Decl], a: int, b: int) -> str | None:
 
 # ------------------------------------------------------------------ constants inside definitions
 
-_BODIES = frozenset({"class_body", "interface_body", "block", "body_statement", "declaration_list"})
+_BODIES = frozenset(
+    {"class_body", "interface_body", "block", "body_statement", "declaration_list",
+     "enum_class_body"}
+)  # fmt: skip
 
 
 def _member_names(node: Node, lang: str) -> list[str]:
@@ -288,6 +319,20 @@ def _member_names(node: Node, lang: str) -> list[str]:
     if lang == "ruby" and t == "assignment":
         left = node.child_by_field_name("left")
         return [node_text(left)] if left is not None and left.type == "constant" else []
+    if lang == "csharp" and t == "field_declaration":
+        words = _modifiers(node)
+        if "const" not in words and not ("static" in words and "readonly" in words):
+            return []
+        var = next((c for c in node.named_children if c.type == "variable_declaration"), None)
+        idents = [d.child_by_field_name("name") for d in var.named_children] if var else []
+        return [node_text(n) for n in idents if n is not None]
+    if lang == "php" and t == "const_declaration":
+        return [n for n, _, _ in _names(node, lang)]
+    if lang in _VALS and t == "property_declaration":
+        bound = _val_name(node, lang) or ""
+        words = _modifiers(node)
+        const = "const" in words or ("static" in words and "let" in node_text(node).split("=")[0])
+        return [bound] if bound and (const or _constant_case(bound)) else []
     if lang == "rust" and t == "const_item":
         ident = node.child_by_field_name("name")
         return [node_text(ident)] if ident is not None else []
@@ -314,7 +359,12 @@ def member_constants(defs: list[Def], lang: str) -> list[tuple[str, str, int, in
         body = d.node.child_by_field_name("body")
         if body is None:
             body = next((c for c in d.node.named_children if c.type in _BODIES), None)
-        for c in body.named_children if body is not None else ():
+        members = list(body.named_children) if body is not None else []
+        for c in list(members):  # Kotlin: a companion object's constants are its class's
+            if c.type == "companion_object":
+                inner = next((b for b in c.named_children if b.type == "class_body"), None)
+                members += inner.named_children if inner is not None else []
+        for c in members:
             for name in _member_names(c, lang):
                 out.append((name, f"{d.qualname}.{name}", c.start_point.row, last_row(c)))
     return out

@@ -53,6 +53,29 @@ CALLS: dict[str, str] = {
     "ruby": """
         (call method: (identifier) @name)
     """,
+    "csharp": """
+        (invocation_expression function: [
+            (identifier) @name
+            (generic_name (identifier) @name)
+            (member_access_expression
+                name: [(identifier) @name (generic_name (identifier) @name)])])
+        (object_creation_expression type: [(identifier) @name (generic_name (identifier) @name)])
+    """,
+    "php": """
+        (function_call_expression function: [(name) @name (qualified_name (name) @name)])
+        (member_call_expression name: (name) @name)
+        (nullsafe_member_call_expression name: (name) @name)
+        (scoped_call_expression name: (name) @name)
+        (object_creation_expression [(name) @name (qualified_name (name) @name)])
+    """,
+    "kotlin": """
+        (call_expression . [(identifier) @name (navigation_expression (identifier) @name .)])
+    """,
+    "swift": """
+        (call_expression . [(simple_identifier) @name
+                            (navigation_expression suffix: (navigation_suffix
+                                                             suffix: (simple_identifier) @name))])
+    """,
 }
 CALLS["typescript"] = CALLS["tsx"] = CALLS["javascript"]
 

@@ -29,7 +29,11 @@ DEFAULT_DOCS_INCLUDE = ["**/*.md", "**/*.markdown", "**/*.rst", "**/*.txt", "**/
 DEFAULT_CODE_INCLUDE = [
     "**/*.py", "**/*.pyi", "**/*.js", "**/*.jsx", "**/*.mjs", "**/*.cjs", "**/*.ts", "**/*.tsx",
     "**/*.go", "**/*.rs", "**/*.java", "**/*.c", "**/*.h", "**/*.cc", "**/*.cpp", "**/*.cxx",
-    "**/*.hpp", "**/*.hh", "**/*.rb", "**/*.sh", "**/*.toml", "**/*.yaml", "**/*.yml",
+    "**/*.hpp", "**/*.hh", "**/*.rb", "**/*.cs", "**/*.php", "**/*.kt", "**/*.kts",
+    "**/*.swift",
+    # no grammar here: chunked as line windows (core/chunk/code.py)
+    "**/*.scala", "**/*.dart", "**/*.lua", "**/*.ex", "**/*.exs", "**/*.vue", "**/*.svelte",
+    "**/*.sh", "**/*.toml", "**/*.yaml", "**/*.yml",
     "**/*.cfg", "**/*.ini", "**/Makefile", "**/Dockerfile", "**/Procfile",
 ]  # fmt: skip
 
