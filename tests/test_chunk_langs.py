@@ -261,3 +261,51 @@ def test_their_files_are_indexed_by_default() -> None:
         assert f"**/*.{ext}" in DEFAULT_CODE_INCLUDE, ext
     chunks, symbols = chunk_code("src/Main.scala", "object Main {\n  def run() = 1\n}\n", words, 50)
     assert [c.kind for c in chunks] == ["window"] and symbols == []
+
+
+@pytest.mark.asyncio
+async def test_an_instance_with_default_globs_reads_them_by_symbol(sample) -> None:  # type: ignore[no-untyped-def]
+    """End to end, the instance file naming no code globs: the C# and PHP files are indexed,
+    a call in one is found by "who calls", and a class constant is an exact hit."""
+    from helpers import commit_all, write_files
+
+    write_files(sample["repo"], {
+        "src/Retry/Backoff.cs": """
+            namespace Widget.Retry
+            {
+                public static class Backoff
+                {
+                    public static TimeSpan ComputeDelay(int n) => TimeSpan.FromSeconds(n);
+                }
+            }
+            """,
+        "src/Retry/RetryRunner.cs": """
+            namespace Widget.Retry
+            {
+                public class RetryRunner
+                {
+                    public void Run(int attempt)
+                    {
+                        Thread.Sleep(Backoff.ComputeDelay(attempt));
+                    }
+                }
+            }
+            """,
+        "lib/Client.php": """
+            <?php
+            final class Client
+            {
+                public const MAJOR_VERSION = 7;
+            }
+            """,
+    })  # fmt: skip
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "who calls ComputeDelay?")
+    why = {e["why"] for e in r.route["exact"]["code"]}
+    assert {"calls ComputeDelay", "defines Backoff.ComputeDelay"} <= why
+    paths = [s.path for s in r.sources if s.collection == "code"]
+    assert {"src/Retry/RetryRunner.cs", "src/Retry/Backoff.cs"} <= set(paths)
+    r = await app.retrieve("widget", "what is Client.MAJOR_VERSION?")
+    assert r.sources[0].path == "lib/Client.php"
