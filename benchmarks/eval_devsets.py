@@ -85,7 +85,10 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
              str(tmp_clone))  # fmt: skip
         gitdir = tmp_clone
     dest.mkdir(parents=True)
-    archive = _git("--git-dir", str(gitdir), "archive", source["commit"]).stdout
+    # --worktree-attributes: a bare mirror has no work tree, so the tree's own .gitattributes
+    # `export-ignore` lines (guzzle's /docs/ and /tests/) do not drop files from the snapshot.
+    archive = _git("--git-dir", str(gitdir), "archive", "--worktree-attributes",
+                   source["commit"]).stdout  # fmt: skip
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     _git("init", "-q", "-b", "main", cwd=dest)
     _git("add", "-A", cwd=dest)
