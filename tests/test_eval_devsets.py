@@ -1,0 +1,41 @@
+"""benchmarks/eval_devsets.py: the pinned snapshot a dev set is indexed from, and which sets the
+default lists hold."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import git, make_repo
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import eval_devsets  # noqa: E402
+
+
+def test_the_snapshot_keeps_files_the_repository_marks_export_ignore(tmp_path: Path) -> None:
+    """guzzle's .gitattributes marks /docs/ and /tests/ export-ignore: `git archive` of its mirror
+    left the docs out, and every docs question of the set scored zero."""
+    sha = make_repo(tmp_path / "src", {
+        ".gitattributes": "/docs/ export-ignore\n/tests/ export-ignore\n",
+        "docs/guide.rst": "Guide\n=====\n\nSend JSON with the json option.\n",
+        "src/Client.php": "<?php\nfinal class Client {}\n",
+    })  # fmt: skip
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "src"),
+                    str(mirrors / "acme+guzzle")], check=True)  # fmt: skip
+    dest = eval_devsets.snapshot({"repo": "acme/guzzle", "commit": sha}, tmp_path / "snap", mirrors)
+    assert (dest / "docs" / "guide.rst").read_text().endswith("the json option.\n")
+    assert (dest / "src" / "Client.php").exists()
+    assert git(dest, "log", "--format=%s").strip() == f"acme/guzzle at {sha[:12]}"  # no history
+
+
+def test_held_out_sets_are_left_out_of_the_default_lists() -> None:
+    """A set marked `held_out` (the languages none of the tuned sets is in) is never in a default
+    list — eval, train_ranker, the goal tables — and is scored when named."""
+    assert {"guzzle", "polly", "clikt"} <= set(eval_devsets.HELD_OUT)
+    assert not set(eval_devsets.HELD_OUT) & set(eval_devsets.SETS)
+    assert {"gson", "ky", "fd"} <= set(eval_devsets.SETS)
+    assert sorted(eval_devsets.SETS + eval_devsets.HELD_OUT) == eval_devsets.ALL_SETS
