@@ -7,7 +7,7 @@ import pytest
 
 from core.chunk.code import chunk_code, language_for_path
 from core.chunk.code_langs import comment_style
-from core.config.schema import DEFAULT_CODE_INCLUDE
+from core.config.schema import BUILTIN_EXCLUDES, DEFAULT_CODE_INCLUDE
 from tests.test_chunk_code import check, sym_table, words
 
 CSHARP = """using System;
@@ -261,6 +261,18 @@ def test_their_files_are_indexed_by_default() -> None:
         assert f"**/*.{ext}" in DEFAULT_CODE_INCLUDE, ext
     chunks, symbols = chunk_code("src/Main.scala", "object Main {\n  def run() = 1\n}\n", words, 50)
     assert [c.kind for c in chunks] == ["window"] and symbols == []
+
+
+def test_their_build_trees_and_generated_sources_are_not() -> None:
+    import pathspec
+
+    spec = pathspec.GitIgnoreSpec.from_lines(BUILTIN_EXCLUDES)
+    for path in ("src/Polly.Core/obj/Debug/net8.0/Polly.Core.AssemblyInfo.cs", "app/.gradle/x.kt",
+                 ".build/checkouts/Alamofire/Source/Session.swift", "ios/Pods/A/B.swift",
+                 "src/Views/Main.Designer.cs", "src/Gen/Parser.g.cs"):  # fmt: skip
+        assert spec.match_file(path), path
+    for path in ("src/Polly.Core/Retry/RetryHelper.cs", "src/Objects/Box.kt", "bin/cli.js"):
+        assert not spec.match_file(path), path
 
 
 @pytest.mark.asyncio

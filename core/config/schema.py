@@ -47,6 +47,8 @@ BUILTIN_EXCLUDES = [
     "*.min.js", "*.min.css", "*.map", "*.pb.go", "*_pb2.py", "*.generated.*",
     "*.png", "*.jpg", "*.jpeg", "*.gif", "*.ico", "*.pdf", "*.zip", "*.gz", "*.tar", "*.so",
     "*.dylib", "*.dll", "*.exe", "*.bin", "*.whl", "*.pyc", "*.woff", "*.woff2", "*.ttf",
+    # .NET, Gradle and Swift build trees and generated sources (a local checkout that was built)
+    "obj/", ".gradle/", ".build/", "DerivedData/", "Pods/", "*.g.cs", "*.Designer.cs",
 ]  # fmt: skip
 
 
