@@ -321,3 +321,43 @@ async def test_an_instance_with_default_globs_reads_them_by_symbol(sample) -> No
     assert {"src/Retry/RetryRunner.cs", "src/Retry/Backoff.cs"} <= set(paths)
     r = await app.retrieve("widget", "what is Client.MAJOR_VERSION?")
     assert r.sources[0].path == "lib/Client.php"
+
+
+# -- what an answer quotes from their code (core/answer/quotable.py) ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("lang", "body", "symbol", "want"),
+    [
+        ("csharp", "internal sealed class Runner\n{\n    /// <summary>Runs <see cref=\"Retry\"/>"
+         " with <paramref name=\"max\"/> tries.</summary>\n    protected override void Run(int max)"
+         "\n    {\n    }\n}\n", "Runner.Run",
+         ["`protected override void Run(int max)`", "Runs `Retry` with `max` tries."]),
+        ("kotlin", "abstract class CliktCommand {\n    /** Runs the command. */\n"
+         "    override fun run() {\n    }\n}\n", "CliktCommand.run",
+         ["`override fun run()`", "Runs the command."]),
+        ("swift", "open class Session {\n    /// Creates a session.\n"
+         "    convenience init(rootQueue: DispatchQueue) {\n    }\n}\n", "Session.init",
+         ["`convenience init(rootQueue: DispatchQueue)`", "Creates a session."]),
+        ("php", "final class Client\n{\n    /** The client. */\n    const X = 1;\n}\n", "Client",
+         ["`final class Client`", "The client."]),
+    ],
+)  # fmt: skip
+def test_a_quote_reads_their_definition_lines_and_doc_comments(
+    lang: str, body: str, symbol: str, want: list[str]
+) -> None:
+    from core.answer.quotable import code_quotes
+
+    assert code_quotes(body, symbol, lang) == want
+
+
+def test_answer_lines_of_their_code() -> None:
+    from core.answer.quotable import code_lines
+
+    cs = "using System;\nnamespace Polly;\nclass B {\n  void C() {\n"
+    cs += "    Configure(Environment.GetEnvironmentVariable(Name));\n  }\n}\n"
+    assert code_lines(cs, {"system", "polly"}, skip=0, lang="csharp") == [
+        "`Configure(Environment.GetEnvironmentVariable(Name));`"
+    ]  # not the `using` / `namespace` lines, though they share the question's words
+    php = "<?php\nfunction t() {\n    configure($_ENV[KEY]);\n}\n"
+    assert code_lines(php, set(), skip=0, lang="php") == ["`configure($_ENV[KEY]);`"]

@@ -149,7 +149,30 @@ _DEFINITION = re.compile(
     r"\s*(async\s+)?(def|class|func|fn|function|pub|public|private|static|export|interface|"
     r"struct|impl|module)\b"
 )
+# The definition keywords of the languages that begin a declaration with modifiers the list above
+# lacks (C#'s `internal sealed class`, Kotlin's `fun` and `override fun`, Swift's `init`, PHP's
+# `final class`): a definition line there is found by these too.
+_DEFINITION_MORE = {
+    "csharp": re.compile(
+        r"\s*(\[[^\]]*\]\s*)*(internal|protected|sealed|abstract|override|partial|virtual|"
+        r"readonly|record|enum|delegate|event|const|async)\b"
+    ),
+    "kotlin": re.compile(
+        r"\s*(@\w+(\([^)]*\))?\s+)*(fun|internal|protected|open|override|abstract|data|sealed|"
+        r"enum|object|val|var|const|inline|suspend|operator|companion|annotation|value|typealias)\b"
+    ),
+    "swift": re.compile(
+        r"\s*(@\w+(\([^)]*\))?\s+)*(init|open|internal|fileprivate|final|override|protocol|"
+        r"extension|enum|mutating|convenience|required|let|var|typealias|actor|class)\b"
+    ),
+    "php": re.compile(r"\s*(final|abstract|protected|trait|enum|const|readonly)\b"),
+}
 _SIGNATURE_CHARS = 200
+
+
+def _is_definition(line: str, lang: str | None) -> bool:
+    more = _DEFINITION_MORE.get(lang or "")
+    return bool(_DEFINITION.match(line) or (more is not None and more.match(line)))
 
 
 def _closing(s: str, start: int) -> int:
@@ -269,6 +292,22 @@ def _inline_tag(m: re.Match[str]) -> str:
     return body if "`" in body else f"`{body}`"
 
 
+# C#'s XML doc comments: a reference or inline code as what it names, the structure tags dropped.
+_XML_REF = re.compile(
+    r'<(see|seealso|paramref|typeparamref)\s+(cref|name|langword|href)="([^"]*)"\s*/>'
+)
+_XML_TAG = re.compile(
+    r"</?(summary|remarks|returns|value|para|param|typeparam|exception|example|inheritdoc|list|"
+    r"item|description|term|c|code)\b[^>]*>"
+)
+
+
+def _xml_doc(text: str) -> str:
+    text = _XML_REF.sub(lambda m: f"`{m.group(3).split(':')[-1]}`", text)
+    text = re.sub(r"<c>([^<`]*)</c>", r"`\1`", text)
+    return " ".join(_XML_TAG.sub(" ", text).split())
+
+
 def _doc_markup(text: str) -> str:
     """A C-family doc comment's sentence as Javadoc and JSDoc render it: ``{@code x}`` as `x`,
     ``{@link A#b label}`` as its label (else `A#b`), ``<code>x</code>`` as `x`, other HTML
@@ -313,7 +352,7 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
     style = comment_style(lang)
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
-    defs = [i for i, ln in enumerate(lines) if _DEFINITION.match(ln)]
+    defs = [i for i, ln in enumerate(lines) if _is_definition(ln, lang)]
     if defs:
         start = defs[0]
         name = re.split(r"\.|::|#", symbol)[-1] if symbol else ""
@@ -331,6 +370,8 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
     else:  # a bare marker (a doc comment's empty line) is left out: it continues a paragraph
         text = [t or "" for t in _comments(body, style) if t != ""]
     units = [u.text for u in prose_units(text, 1) if u.text.strip() and not FENCE.match(u.text)]
+    if lang == "csharp":
+        units = [t for t in map(_xml_doc, units) if t]
     if style == "//":
         units = [t for t in map(_doc_markup, units) if t]
     out.extend(units)
@@ -346,6 +387,14 @@ _ANSWER_LINE = re.compile(
     r"ENV\b|os\.Getenv)\b|=\s*\S|[\"'`][^\"'`]{3,}[\"'`]"
 )
 _TRIVIAL_LINE = re.compile(rf"^{_BRACKETS.pattern}$|^\s*(import|from|package|use|#include)\b")
+# The same for the languages whose answers and imports read otherwise: .NET's environment lookup,
+# PHP's $_ENV / $_SERVER, Swift's ProcessInfo; C#'s `using` and `namespace` lines.
+_ANSWER_MORE = {
+    "csharp": re.compile(r"GetEnvironmentVariable"),
+    "php": re.compile(r"\$_(ENV|SERVER)\b"),
+    "swift": re.compile(r"\bProcessInfo\b.*\benvironment\b"),
+}
+_TRIVIAL_MORE = {"csharp": re.compile(r"^\s*(using|namespace)\b(?!\s*\()")}
 CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
 
 
@@ -359,6 +408,7 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     out: list[tuple[int, str]] = []
     span = _docstring_span(body) if lang in ("python", None) else None
     comments = _comments(body, comment_style(lang))
+    answer_more, trivial_more = _ANSWER_MORE.get(lang or ""), _TRIVIAL_MORE.get(lang or "")
     at = 0
     for i, ln in enumerate(body.splitlines(keepends=True)):
         at, start = at + len(ln), at
@@ -367,8 +417,10 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
         t = ln.strip()
         if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
             continue
+        if trivial_more is not None and trivial_more.match(t):
+            continue
         shared = len(set(terms(t)) & qterms)
-        if shared or _ANSWER_LINE.search(t):
+        if shared or _ANSWER_LINE.search(t) or (answer_more is not None and answer_more.search(t)):
             out.append((shared, t))
     out.sort(key=lambda x: -x[0])  # stable: file order among equals
     return [f"`{clip(t, 160)}`" for _, t in out[:CODE_LINES]]
