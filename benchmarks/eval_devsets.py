@@ -3,6 +3,7 @@ retrieval level (top k) and at the cited level (what ``ask --json`` cites), full
 baselines, per split, route, language and kind.
 
     python benchmarks/eval_devsets.py [--sets NAME ...]   # default: every benchmarks/devsets/*
+                                                          # but the held-out ones (held_out:)
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
         [--loso]   # with --split tune: each set scored by models that never saw it
