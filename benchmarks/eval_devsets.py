@@ -54,7 +54,9 @@ ALL_SETS = sorted(p.name for p in DEVSETS.iterdir() if (p / "source.yaml").exist
 # of the default list (this script's, train_ranker's, the goal tables') and scored, both halves,
 # only when named with --sets.
 HELD_OUT = [
-    n for n in ALL_SETS if yaml.safe_load((DEVSETS / n / "source.yaml").read_text()).get("held_out")
+    n
+    for n in ALL_SETS
+    if (yaml.safe_load((DEVSETS / n / "source.yaml").read_text()) or {}).get("held_out")
 ]
 SETS = [n for n in ALL_SETS if n not in HELD_OUT]
 ENV = {"GIT_AUTHOR_NAME": "eval", "GIT_AUTHOR_EMAIL": "eval@localhost",
@@ -86,10 +88,11 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
              str(tmp_clone))  # fmt: skip
         gitdir = tmp_clone
     dest.mkdir(parents=True)
-    # --worktree-attributes: a bare mirror has no work tree, so the tree's own .gitattributes
-    # `export-ignore` lines (guzzle's /docs/ and /tests/) do not drop files from the snapshot.
-    archive = _git("--git-dir", str(gitdir), "archive", "--worktree-attributes",
-                   source["commit"]).stdout  # fmt: skip
+    # The tree's own .gitattributes `export-ignore` lines (guzzle's /docs/ and /tests/) must not
+    # drop files from the snapshot: attributes are read from the (empty) work tree instead — the
+    # new folder, never the caller's (a mirror without a config is not known to be bare).
+    tree = ("-c", "core.bare=false", "--git-dir", str(gitdir), "--work-tree", str(dest))
+    archive = _git(*tree, "archive", "--worktree-attributes", source["commit"], cwd=dest).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     _git("init", "-q", "-b", "main", cwd=dest)
     _git("add", "-A", cwd=dest)

@@ -64,7 +64,7 @@ from core.eval.metrics import (  # noqa: E402
 from core.models import Answer, Retrieval  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
-# The sets eval_devsets scores by default (held-out sets only when named).
+# The sets eval_devsets scores by default: never a held-out one (they have no team either).
 SETS = [n for n in DEFAULT_SETS if (DEVSETS / n / "questions.yaml").exists()]
 MULTI = "devsets"
 GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}

@@ -373,7 +373,9 @@ async def write_held_out(
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sets", nargs="+", default=SETS)
+    ap.add_argument(
+        "--sets", nargs="+", default=SETS, choices=SETS
+    )  # a held-out set (source.yaml `held_out:`) is never fitted on
     ap.add_argument("--split", default="tune", choices=["tune", "report", "all"])
     ap.add_argument("--workdir", default=str(ROOT / ".repo-expert" / "devsets"))
     ap.add_argument("--l2", type=float, default=0.1)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import git, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,9 +16,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import eval_devsets  # noqa: E402
 
 
-def test_the_snapshot_keeps_files_the_repository_marks_export_ignore(tmp_path: Path) -> None:
+def test_the_snapshot_keeps_files_the_repository_marks_export_ignore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """guzzle's .gitattributes marks /docs/ and /tests/ export-ignore: `git archive` of its mirror
-    left the docs out, and every docs question of the set scored zero."""
+    left the docs out, and every docs question of the set scored zero. The mirror is laid out as
+    the fetch tool leaves it (no config: not known to be bare), and the caller's own folder has
+    a .gitattributes of its own, which must not be read either."""
     sha = make_repo(tmp_path / "src", {
         ".gitattributes": "/docs/ export-ignore\n/tests/ export-ignore\n",
         "docs/guide.rst": "Guide\n=====\n\nSend JSON with the json option.\n",
@@ -26,6 +31,11 @@ def test_the_snapshot_keeps_files_the_repository_marks_export_ignore(tmp_path: P
     mirrors = tmp_path / "mirrors"
     subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "src"),
                     str(mirrors / "acme+guzzle")], check=True)  # fmt: skip
+    (mirrors / "acme+guzzle" / "config").unlink()
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    (caller / ".gitattributes").write_text("/src/ export-ignore\n")
+    monkeypatch.chdir(caller)
     dest = eval_devsets.snapshot({"repo": "acme/guzzle", "commit": sha}, tmp_path / "snap", mirrors)
     assert (dest / "docs" / "guide.rst").read_text().endswith("the json option.\n")
     assert (dest / "src" / "Client.php").exists()
@@ -39,3 +49,9 @@ def test_held_out_sets_are_left_out_of_the_default_lists() -> None:
     assert not set(eval_devsets.HELD_OUT) & set(eval_devsets.SETS)
     assert {"gson", "ky", "fd"} <= set(eval_devsets.SETS)
     assert sorted(eval_devsets.SETS + eval_devsets.HELD_OUT) == eval_devsets.ALL_SETS
+
+
+def test_the_ranker_refuses_to_fit_on_a_held_out_set() -> None:
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--sets",
+                        "guzzle", "--check"], capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and "invalid choice: 'guzzle'" in r.stderr

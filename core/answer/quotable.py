@@ -157,13 +157,18 @@ _DEFINITION_MORE = {
         r"\s*(\[[^\]]*\]\s*)*(internal|protected|sealed|abstract|override|partial|virtual|"
         r"readonly|record|enum|delegate|event|const|async)\b"
     ),
+    # Kotlin and Swift: modifiers, then the declaring keyword (a bare `value =` or `open(…)` line,
+    # a local `val`, is not a definition).
     "kotlin": re.compile(
-        r"\s*(@\w+(\([^)]*\))?\s+)*(fun|internal|protected|open|override|abstract|data|sealed|"
-        r"enum|object|val|var|const|inline|suspend|operator|companion|annotation|value|typealias)\b"
+        r"\s*(@\w+(\([^)]*\))?\s+)*((public|private|internal|protected|open|override|abstract|"
+        r"final|data|value|inline|sealed|enum|annotation|inner|suspend|operator|infix|tailrec|"
+        r"external|companion|expect|actual|const)\s+)*(fun|class|interface|object|typealias|"
+        r"constructor|init)\b|\s*((private|internal|protected|public)\s+)*const\s+val\b"
     ),
     "swift": re.compile(
-        r"\s*(@\w+(\([^)]*\))?\s+)*(init|open|internal|fileprivate|final|override|protocol|"
-        r"extension|enum|mutating|convenience|required|let|var|typealias|actor|class)\b"
+        r"\s*(@\w+(\([^)]*\))?\s+)*((open|internal|fileprivate|final|override|mutating|"
+        r"convenience|required|nonisolated|indirect|dynamic|lazy|weak|unowned)\s+)*(init|deinit|"
+        r"subscript|protocol|extension|enum|typealias|actor|class|struct|func)\b"
     ),
     "php": re.compile(r"\s*(final|abstract|protected|trait|enum|const|readonly)\b"),
 }
@@ -296,14 +301,22 @@ def _inline_tag(m: re.Match[str]) -> str:
 _XML_REF = re.compile(
     r'<(see|seealso|paramref|typeparamref)\s+(cref|name|langword|href)="([^"]*)"\s*/>'
 )
+_XML_REF_LABEL = re.compile(r'<(see|seealso)\s+(cref|href|langword)="[^"]*"\s*>([^<]*)</\1>')
 _XML_TAG = re.compile(
     r"</?(summary|remarks|returns|value|para|param|typeparam|exception|example|inheritdoc|list|"
     r"item|description|term|c|code)\b[^>]*>"
 )
 
 
+def _xml_ref(m: re.Match[str]) -> str:
+    attr, target = m.group(2), m.group(3)
+    if attr == "href":
+        return target
+    return f"`{re.sub(r'^[A-Z]:', '', target) if attr == 'cref' else target}`"  # T:Polly.X
+
+
 def _xml_doc(text: str) -> str:
-    text = _XML_REF.sub(lambda m: f"`{m.group(3).split(':')[-1]}`", text)
+    text = _XML_REF_LABEL.sub(lambda m: m.group(3), _XML_REF.sub(_xml_ref, text))
     text = re.sub(r"<c>([^<`]*)</c>", r"`\1`", text)
     return " ".join(_XML_TAG.sub(" ", text).split())
 
@@ -394,7 +407,12 @@ _ANSWER_MORE = {
     "php": re.compile(r"\$_(ENV|SERVER)\b"),
     "swift": re.compile(r"\bProcessInfo\b.*\benvironment\b"),
 }
-_TRIVIAL_MORE = {"csharp": re.compile(r"^\s*(using|namespace)\b(?!\s*\()")}
+_TRIVIAL_MORE = {
+    "csharp": re.compile(
+        r"^\s*(global\s+)?using\s+(static\s+)?[\w.]+(\s*=\s*[\w.<>, ]+)?\s*;|^\s*namespace\b"
+    ),  # a `using var x = …;` statement is code
+    "php": re.compile(r"^\s*(namespace|use|declare|(require|include)(_once)?)\b"),
+}
 CODE_LINES = 12  # answer-bearing lines of a code source considered for quoting
 
 

@@ -327,6 +327,9 @@ def header_end(node: Node, end: int) -> int:
         body = value.child_by_field_name("body") if value is not None else None
     elif body is None:
         body = next((c for c in node.named_children if c.type in _BODY_TYPES), None)
+    if body is not None and body.type == "function_body" and body.named_children:
+        inner = body.named_children[0]  # Kotlin: `{ … }` is a block inside the function body
+        body = inner if inner.type == "block" else body
     if body is None:
         return start
     row = body.start_point.row

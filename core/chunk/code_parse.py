@@ -146,6 +146,13 @@ def _modifiers(node: Node) -> list[str]:
             for w in node_text(c).split()]  # fmt: skip
 
 
+def _swift_let(node: Node) -> bool:
+    """A Swift property bound with `let` (not `var`)."""
+    binding = next((c for c in node.named_children if c.type == "value_binding_pattern"), None)
+    mut = binding.child_by_field_name("mutability") if binding is not None else None
+    return node_text(mut) == "let"
+
+
 def _val_name(node: Node, lang: str) -> str | None:
     """The name a Kotlin or Swift property declaration binds (None for a destructuring)."""
     if lang == "kotlin":
@@ -331,7 +338,7 @@ def _member_names(node: Node, lang: str) -> list[str]:
     if lang in _VALS and t == "property_declaration":
         bound = _val_name(node, lang) or ""
         words = _modifiers(node)
-        const = "const" in words or ("static" in words and "let" in node_text(node).split("=")[0])
+        const = "const" in words or ("static" in words and _swift_let(node))
         return [bound] if bound and (const or _constant_case(bound)) else []
     if lang == "rust" and t == "const_item":
         ident = node.child_by_field_name("name")

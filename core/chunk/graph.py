@@ -58,7 +58,9 @@ CALLS: dict[str, str] = {
             (identifier) @name
             (generic_name (identifier) @name)
             (member_access_expression
-                name: [(identifier) @name (generic_name (identifier) @name)])])
+                name: [(identifier) @name (generic_name (identifier) @name)])
+            (conditional_access_expression (member_binding_expression
+                name: [(identifier) @name (generic_name (identifier) @name)]))])
         (object_creation_expression type: [(identifier) @name (generic_name (identifier) @name)])
     """,
     "php": """

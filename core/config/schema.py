@@ -48,7 +48,8 @@ BUILTIN_EXCLUDES = [
     "*.png", "*.jpg", "*.jpeg", "*.gif", "*.ico", "*.pdf", "*.zip", "*.gz", "*.tar", "*.so",
     "*.dylib", "*.dll", "*.exe", "*.bin", "*.whl", "*.pyc", "*.woff", "*.woff2", "*.ttf",
     # .NET, Gradle and Swift build trees and generated sources (a local checkout that was built)
-    "obj/", ".gradle/", ".build/", "DerivedData/", "Pods/", "*.g.cs", "*.Designer.cs",
+    "**/obj/Debug/", "**/obj/Release/", "*.AssemblyInfo.cs", ".gradle/", ".build/",
+    "DerivedData/", "Pods/", "*.g.cs", "*.Designer.cs",
 ]  # fmt: skip
 
 
