@@ -400,3 +400,17 @@ def test_markdown_indented_code_is_code_but_list_continuations_are_prose() -> No
     nested = src(1, text="r.md › Routes\n    - [RequestID](/middleware/request_id.go#L63)\n")
     nested.path = "r.md"
     assert prose_and_blocks(nested)[1] == []  # a nested list read out of its list: prose
+
+
+def test_asciidoc_listings_are_code_and_attribute_lines_neither() -> None:
+    from core.answer.quotable import prose_and_blocks
+
+    doc = src(0, text=(
+        "docs/index.adoc › Options\nUse the option.\n\n[source,java]\n----\n"
+        "@Option(names = \"-v\") boolean verbose;\n----\n\n[[anchor]]\n:toc: left\n"
+        "////\nA comment.\n////\nDone.\n"
+    ))  # fmt: skip
+    doc.path = "docs/index.adoc"
+    prose, blocks = prose_and_blocks(doc)
+    assert blocks == ['@Option(names = "-v") boolean verbose;']
+    assert prose == ["Use the option.", "Done."]

@@ -195,3 +195,47 @@ def test_heading_titles_drop_inline_html_outside_code() -> None:
         "chi › Working directory 1.9.0",
         "chi › `Option<&str>` and `Vec<T>`",
     ]
+
+
+ADOC = """= picocli - a mighty tiny command line interface
+Remko Popma
+:toc: left
+
+The preamble.
+
+== Options and Parameters
+Command line arguments are options or positional parameters.
+
+[source,java]
+----
+== not a title: inside a listing
+@Option(names = {"-v", "--verbose"}) boolean verbose;
+----
+
+[[interactive]]
+=== Interactive (Password) Options
+Picocli 3.5 introduced `interactive = true`.
+
+====
+== not a title: inside an example block
+====
+
+== Usage Help ==
+Use `mixinStandardHelpOptions`.
+"""
+
+
+def test_asciidoc_sections_by_their_titles() -> None:
+    """An AsciiDoc page is split at its `=` titles, outside delimited blocks, with the heading
+    path and the title's line (it used to be one untitled section)."""
+    chunks = chunk_doc("docs/index.adoc", ADOC, words, 200)
+    top = "picocli - a mighty tiny command line interface"
+    assert [(c.title, c.piece.start_line) for c in chunks] == [
+        (top, 1),
+        (f"{top} › Options and Parameters", 7),
+        (f"{top} › Options and Parameters › Interactive (Password) Options", 17),
+        (f"{top} › Usage Help", 24),
+    ]
+    assert "== not a title: inside a listing" in chunks[1].piece.text
+    assert "== not a title: inside an example block" in chunks[2].piece.text
+    assert chunks[2].piece.text.startswith(f"docs/index.adoc › {top} › Options and Parameters ›")

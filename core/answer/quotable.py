@@ -41,6 +41,8 @@ def prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
         lines, blocks = _rst_literals(lines)
     elif src.collection == "docs" and path.endswith((".md", ".markdown", ".mdx")):
         lines, blocks = _md_indented(lines)
+    elif src.collection == "docs" and path.endswith((".adoc", ".asciidoc", ".asc")):
+        lines, blocks = _adoc_blocks(lines)
     for b in blocks:
         out.extend(comment_sentences(b.splitlines()))
     for u in prose_units(lines, 1):
@@ -126,6 +128,33 @@ def _md_indented(lines: list[str]) -> tuple[list[str], list[str]]:
 
 
 _LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
+# AsciiDoc: a listing or literal block's fence (its lines are code), a comment block's, and the
+# attribute line above a block (`[source,java]`), which is neither prose nor code.
+_ADOC_CODE_FENCE = re.compile(r"^(-{4,}|\.{4,})\s*$")
+_ADOC_COMMENT_FENCE = re.compile(r"^/{4,}\s*$")
+_ADOC_ATTRS = re.compile(r"^(\[[\w#.%,=\"' -]*\]|\[\[[^\]]*\]\]|:!?[\w-]+!?:.*)\s*$")
+
+
+def _adoc_blocks(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The lines with AsciiDoc's listing and literal blocks (``----``, ``....``) and comment
+    blocks blanked, and the listings' code: quoted as code, not as sentences."""
+    out, blocks = list(lines), []
+    fence: str | None = None
+    start = 0
+    for i, line in enumerate(lines):
+        s = line.strip()
+        if fence is None:
+            if _ADOC_CODE_FENCE.match(s) or _ADOC_COMMENT_FENCE.match(s):
+                fence, start = s, i
+            elif _ADOC_ATTRS.match(s):
+                out[i] = ""
+            continue
+        if s == fence:
+            if not fence.startswith("/") and any(ln.strip() for ln in lines[start + 1 : i]):
+                blocks.append("\n".join(lines[start + 1 : i]))
+            out[start : i + 1] = [""] * (i + 1 - start)
+            fence = None
+    return out, blocks
 
 
 _MD = MarkdownIt("commonmark")

@@ -1,8 +1,9 @@
-"""Docs chunker: Markdown, reStructuredText and plain text, split by heading.
+"""Docs chunker: Markdown, reStructuredText, AsciiDoc and plain text, split by heading.
 
 Markdown headings come from markdown-it-py's tokens (their line ranges), so code fences, HTML
 comments and setext headings are read as CommonMark reads them; reStructuredText titles are
-found by their adornments.
+found by their adornments; AsciiDoc section titles by their ``=`` marks, outside delimited blocks
+(a ``----`` listing's lines are never titles).
 
 Each chunk carries its heading path ("Options › Password prompts") in its title and as the first
 line of its text, so the vector stays on topic and the citation keeps its context. Sections
@@ -26,6 +27,12 @@ SEP = " › "
 _MD = MarkdownIt("commonmark").enable("table")
 _TAGS_ONLY = re.compile(r"\s*(?:</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>\s*)+")
 _RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
+# AsciiDoc: a section title (`== Options`, the document title `= picocli`; a symmetric closing
+# run of `=` allowed), and a delimited block's fence — listing, literal, example, sidebar,
+# quote, passthrough, comment, table, open block — closed by the same line.
+_ADOC_TITLE = re.compile(r"^(={1,6})\s+(\S.*?)(?:\s+=+)?\s*$")
+_ADOC_FENCE = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|\|={3,}|--)$")
+_ADOC_ANCHOR = re.compile(r"\s*\[\[[^\]]*\]\]\s*|<<[^,>]*,\s*([^>]*)>>|<<([^>]*)>>")
 
 
 @dataclass
@@ -128,6 +135,31 @@ def _rst_sections(lines: list[str]) -> list[Section]:
     return sections
 
 
+def _adoc_sections(lines: list[str]) -> list[Section]:
+    """Sections by AsciiDoc's titles: ``=`` the document's, ``==`` a section, ``===`` one below
+    it … A line inside a delimited block (between two equal fences) is never a title."""
+    sections: list[Section] = [Section([], 1, [], 1)]
+    stack: list[tuple[int, str]] = []
+    fence: str | None = None
+    for i, line in enumerate(lines):
+        s = line.rstrip()
+        m = _ADOC_TITLE.match(s) if fence is None else None
+        if m is None:
+            if fence is None and _ADOC_FENCE.match(s):
+                fence = s
+            elif fence is not None and s == fence:
+                fence = None
+            sections[-1].lines.append(line)
+            continue
+        level = len(m.group(1))
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        title = _ADOC_ANCHOR.sub(lambda a: a.group(1) or a.group(2) or "", m.group(2)).strip()
+        stack.append((level, _clean_title(title or m.group(2))))
+        sections.append(Section([t for _, t in stack], i + 1, [], i + 2))
+    return sections
+
+
 # A heading's whole text in one span: `name`, **Note**, *fd* (the markup is dropped).
 _WRAPPED = re.compile(r"(`|\*\*|\*|__|_)(.+?)\1")
 _ANCHOR = re.compile(r"<a\b[^>]*>\s*</a>", re.I)  # <a id="x"></a>, a link target, no text
@@ -165,6 +197,8 @@ def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> lis
         sections = _markdown_sections(lines)
     elif low.endswith((".rst", ".rest")):
         sections = _rst_sections(lines)
+    elif low.endswith((".adoc", ".asciidoc", ".asc")):
+        sections = _adoc_sections(lines)
     else:
         sections = [Section([], 1, lines, 1)]
     out: list[DocChunk] = []

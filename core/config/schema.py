@@ -25,7 +25,9 @@ from core.config.access import AccessConfig
 from core.config.retrieval import EmbeddingConfig, RetrievalConfig
 from core.config.retrieval import StrictModel as _Model
 
-DEFAULT_DOCS_INCLUDE = ["**/*.md", "**/*.markdown", "**/*.rst", "**/*.txt", "**/*.adoc"]
+DEFAULT_DOCS_INCLUDE = [
+    "**/*.md", "**/*.markdown", "**/*.mdx", "**/*.rst", "**/*.txt", "**/*.adoc", "**/*.asciidoc",
+]  # fmt: skip
 DEFAULT_CODE_INCLUDE = [
     "**/*.py", "**/*.pyi", "**/*.js", "**/*.jsx", "**/*.mjs", "**/*.cjs", "**/*.ts", "**/*.tsx",
     "**/*.go", "**/*.rs", "**/*.java", "**/*.c", "**/*.h", "**/*.cc", "**/*.cpp", "**/*.cxx",
