@@ -87,6 +87,7 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
         _git("clone", "--bare", "--filter=blob:none", f"https://github.com/{source['repo']}.git",
              str(tmp_clone))  # fmt: skip
         gitdir = tmp_clone
+    shutil.rmtree(dest, ignore_errors=True)  # a snapshot an earlier run left unfinished
     dest.mkdir(parents=True)
     # The tree's own .gitattributes `export-ignore` lines (guzzle's /docs/ and /tests/) must not
     # drop files from the snapshot: attributes are read from the (empty) work tree instead — the
