@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -78,8 +79,8 @@ def _gitdir(mirrors: Path, repo: str) -> Path | None:
 
 def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
     """The pinned tree as a one-commit repository (made once)."""
-    if (dest / ".git").exists():
-        return dest
+    if (dest / ".git").exists() and _git_ok("-C", str(dest), "rev-parse", "-q", "--verify", "HEAD"):
+        return dest  # made (a snapshot is done when its one commit is)
     gitdir = _gitdir(mirrors, source["repo"])
     tmp_clone: Path | None = None
     if gitdir is None:
@@ -87,7 +88,8 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
         _git("clone", "--bare", "--filter=blob:none", f"https://github.com/{source['repo']}.git",
              str(tmp_clone))  # fmt: skip
         gitdir = tmp_clone
-    shutil.rmtree(dest, ignore_errors=True)  # a snapshot an earlier run left unfinished
+    if dest.exists():  # a snapshot an interrupted run left unfinished
+        shutil.rmtree(dest)
     dest.mkdir(parents=True)
     # The tree's own .gitattributes `export-ignore` lines (guzzle's /docs/ and /tests/) must not
     # drop files from the snapshot: attributes are read from the (empty) work tree instead — the
@@ -105,12 +107,16 @@ def snapshot(source: dict[str, Any], dest: Path, mirrors: Path) -> Path:
     return dest
 
 
+def _git_ok(*args: str) -> bool:
+    return subprocess.run(["git", *args], env=ENV, capture_output=True).returncode == 0
+
+
 def _absent(gitdir: Path, commit: str) -> list[str]:
     """The files of ``commit`` whose contents the mirror lacks (the fetch tool may leave a
     repository's largest blobs out: picocli's vendored gradle-1.12-bin.zip): left out of the
     snapshot, named on stderr."""
     g = ("--git-dir", str(gitdir))
-    rows = _git(*g, "ls-tree", "-r", "-z", commit).stdout.decode().split("\0")
+    rows = os.fsdecode(_git(*g, "ls-tree", "-r", "-z", commit).stdout).split("\0")
     blobs = [(r.split()[2], r.split("\t", 1)[1]) for r in rows if r and r.split()[1] == "blob"]
     shas = "\n".join(sha for sha, _ in blobs).encode()
     check = _git(*g, "cat-file", "--batch-check", input=shas).stdout.decode().splitlines()
@@ -119,7 +125,7 @@ def _absent(gitdir: Path, commit: str) -> list[str]:
     ]
     if absent:
         print(f"{commit[:12]}: {len(absent)} file(s) absent from the mirror, left out: "
-              f"{', '.join(absent[:5])}", file=sys.stderr)  # fmt: skip
+              f"{', '.join(map(ascii, absent[:5]))}", file=sys.stderr)  # fmt: skip
     return absent
 
 

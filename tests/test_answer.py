@@ -414,3 +414,23 @@ def test_asciidoc_listings_are_code_and_attribute_lines_neither() -> None:
     prose, blocks = prose_and_blocks(doc)
     assert blocks == ['@Option(names = "-v") boolean verbose;']
     assert prose == ["Use the option.", "Done."]
+
+
+def test_asciidoc_listings_in_a_chunk_are_quoted_as_code() -> None:
+    """Through the chunker, as an answer meets them: the listing is code, the block title, the
+    attribute lines, the table's delimiters, the comment and the directive are nothing."""
+    from core.answer.quotable import prose_and_blocks
+    from core.chunk.docs import chunk_doc
+
+    text = (
+        "= D\n\n== Options\nUse the option.\n\n.Java\n[source,java,indent=0]\n----\n"
+        '@Option(names = "-v") boolean verbose;\n----\n\n[cols="1,3*"]\n|===\n|a|b\n|===\n\n'
+        "// a comment\nifdef::env-github[]\nDone.\nendif::[]\n"
+    )
+    piece = chunk_doc("docs/index.adoc", text, lambda s: len(s.split()) + 2, 400)[-1].piece
+    doc = src(0, text=piece.text)
+    doc.path = "docs/index.adoc"
+    assert prose_and_blocks(doc) == (
+        ["Use the option.", "|a|b", "Done."],
+        ['@Option(names = "-v") boolean verbose;'],
+    )

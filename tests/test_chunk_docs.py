@@ -239,3 +239,22 @@ def test_asciidoc_sections_by_their_titles() -> None:
     assert "== not a title: inside a listing" in chunks[1].piece.text
     assert "== not a title: inside an example block" in chunks[2].piece.text
     assert chunks[2].piece.text.startswith(f"docs/index.adoc › {top} › Options and Parameters ›")
+
+
+def test_asciidoc_as_asciidoctor_reads_it() -> None:
+    """A listing stays a block in the chunk (its lines were joined into a paragraph); a listing
+    nested in an example block does not close it; a `[discrete]` heading and a `== x` line that
+    continues a paragraph are no sections; a CSV table's `,===` is a block."""
+    src = (
+        '= D\n\n== A\nUse it.\n\n[source,java]\n----\n@Option(names = "-v")\nint x;\n----\n\n'
+        "====\n[source]\n----\n====\n----\n====\n\n== B\nText.\n\n[discrete]\n== Not a section\n"
+        "More.\nz\n== continues the paragraph\n\n,===\na,b\n== c,d\n,===\n\n== C\nEnd.\n"
+    )
+    chunks = chunk_doc("docs/index.adoc", src, words, 200)
+    assert [c.title for c in chunks] == ["D › A", "D › B", "D › C"]
+    assert '\n----\n@Option(names = "-v")\nint x;\n----\n' in chunks[0].piece.text
+    long = "= D\n\n== A\n----\n" + "".join(f"line {i} of code\n" for i in range(80)) + "----\n"
+    parts = chunk_doc("docs/long.adoc", long, words, 60)
+    assert len(parts) > 1
+    assert all(p.piece.text.split("\n", 1)[1].startswith("----\n") for p in parts)
+    assert all(p.piece.text.endswith("\n----") for p in parts)  # each part a block of its own

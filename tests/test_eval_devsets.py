@@ -60,3 +60,17 @@ def test_the_ranker_refuses_to_fit_on_a_held_out_set() -> None:
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--sets",
                         "guzzle", "--check"], capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 2 and "invalid choice: 'guzzle'" in r.stderr
+
+
+def test_a_snapshot_an_interrupted_run_left_is_made_again(tmp_path: Path) -> None:
+    sha = make_repo(tmp_path / "src", {"README.md": "# A\n"})
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "src"),
+                    str(mirrors / "acme+a")], check=True)  # fmt: skip
+    dest = tmp_path / "snap"
+    dest.mkdir()
+    (dest / "stray.txt").write_text("half extracted")
+    subprocess.run(["git", "init", "-q", str(dest)], check=True)  # killed before its commit
+    eval_devsets.snapshot({"repo": "acme/a", "commit": sha}, dest, mirrors)
+    assert not (dest / "stray.txt").exists() and (dest / "README.md").exists()
+    assert git(dest, "log", "--format=%s").strip() == f"acme/a at {sha[:12]}"

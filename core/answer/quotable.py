@@ -132,7 +132,13 @@ _LIST_ITEM = re.compile(r"\s*([-*+]|\d+[.)])\s")
 # attribute line above a block (`[source,java]`), which is neither prose nor code.
 _ADOC_CODE_FENCE = re.compile(r"^(-{4,}|\.{4,})\s*$")
 _ADOC_COMMENT_FENCE = re.compile(r"^/{4,}\s*$")
-_ADOC_ATTRS = re.compile(r"^(\[[\w#.%,=\"' -]*\]|\[\[[^\]]*\]\]|:!?[\w-]+!?:.*)\s*$")
+# Lines that are neither prose nor code: block attributes (`[source,java]`, `[cols="1,3"]`), an
+# anchor, an attribute entry (`:toc: left`), a block title (`.Java`), a comment line, a
+# preprocessor directive (`ifdef::env[]`), another block's delimiter (`====`, `|===`, `--`).
+_ADOC_ATTRS = re.compile(
+    r"^(\[[^\[\]]*\]|\[\[[^\]]*\]\]|:!?[\w-]+!?:.*|\.[A-Za-z][^.]*|//(?!/).*|"
+    r"(ifn?def|ifeval|endif|include)::.*\[.*\]|={4,}|\*{4,}|_{4,}|\+{4,}|[|,:!]={3,}|--)\s*$"
+)
 
 
 def _adoc_blocks(lines: list[str]) -> tuple[list[str], list[str]]:

@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 from core.models import Chunk, Document, Symbol
 
-from .text import RST_LITERAL, Piece, TokenCounter, pack, prose_units
+from .text import ADOC_FENCE, FENCE, RST_LITERAL, Piece, TokenCounter, pack, prose_units
 
 SEP = " › "
 
@@ -31,7 +31,13 @@ _RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
 # run of `=` allowed), and a delimited block's fence — listing, literal, example, sidebar,
 # quote, passthrough, comment, table, open block — closed by the same line.
 _ADOC_TITLE = re.compile(r"^(={1,6})\s+(\S.*?)(?:\s+=+)?\s*$")
-_ADOC_FENCE = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|\|={3,}|--)$")
+_ADOC_FENCE = re.compile(r"^(-{4,}|\.{4,}|={4,}|\*{4,}|_{4,}|\+{4,}|/{4,}|[|,:!]={3,}|--)$")
+_ADOC_VERBATIM = "-./+"  # listing, literal, comment, passthrough: nothing nests inside
+_ADOC_BEFORE_TITLE = re.compile(r"^(\[\[[^\]]*\]\]|\[[^\]]*\]|//.*)$")  # anchor, attributes
+_ADOC_DISCRETE = re.compile(r"^\[(discrete|float)\b")
+# What Asciidoctor never shows: a line comment, a preprocessor directive (blanked in the chunk, so
+# that the prose around them is not joined to them).
+_ADOC_HIDDEN = re.compile(r"^(//(?!/).*|(ifn?def|ifeval|endif)::.*\[.*\])$")
 _ADOC_ANCHOR = re.compile(r"\s*\[\[[^\]]*\]\]\s*|<<[^,>]*,\s*([^>]*)>>|<<([^>]*)>>")
 
 
@@ -140,16 +146,19 @@ def _adoc_sections(lines: list[str]) -> list[Section]:
     it … A line inside a delimited block (between two equal fences) is never a title."""
     sections: list[Section] = [Section([], 1, [], 1)]
     stack: list[tuple[int, str]] = []
-    fence: str | None = None
+    fences: list[str] = []  # the delimited blocks open here, innermost last
     for i, line in enumerate(lines):
         s = line.rstrip()
-        m = _ADOC_TITLE.match(s) if fence is None else None
+        m = _ADOC_TITLE.match(s) if not fences and _title_may_start(lines, i) else None
         if m is None:
-            if fence is None and _ADOC_FENCE.match(s):
-                fence = s
-            elif fence is not None and s == fence:
-                fence = None
-            sections[-1].lines.append(line)
+            comment = bool(fences) and fences[-1][0] == "/"
+            if fences and s == fences[-1]:
+                fences.pop()
+            elif _ADOC_FENCE.match(s) and not (fences and fences[-1][0] in _ADOC_VERBATIM):
+                fences.append(s)
+                comment = s[0] == "/"
+            hidden = comment or (not fences and _ADOC_HIDDEN.match(s.strip()) is not None)
+            sections[-1].lines.append("" if hidden else line)
             continue
         level = len(m.group(1))
         while stack and stack[-1][0] >= level:
@@ -158,6 +167,17 @@ def _adoc_sections(lines: list[str]) -> list[Section]:
         stack.append((level, _clean_title(title or m.group(2))))
         sections.append(Section([t for _, t in stack], i + 1, [], i + 2))
     return sections
+
+
+def _title_may_start(lines: list[str], i: int) -> bool:
+    """A title begins a block: the first line, or after a blank line, an anchor, attributes or a
+    comment — not a `== x` line that continues a paragraph, nor a `[discrete]` heading."""
+    j = i - 1
+    while j >= 0 and _ADOC_BEFORE_TITLE.match(lines[j].strip()):
+        if _ADOC_DISCRETE.match(lines[j].strip()):
+            return False
+        j -= 1
+    return j < 0 or not lines[j].strip() or j < i - 1
 
 
 # A heading's whole text in one span: `name`, **Note**, *fd* (the markup is dropped).
@@ -207,7 +227,8 @@ def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> lis
             continue
         heading = SEP.join(sec.path)
         header = f"{path}{SEP}{heading}" if heading else path
-        units = prose_units(sec.lines, sec.body_first_line)
+        adoc = low.endswith((".adoc", ".asciidoc", ".asc"))
+        units = prose_units(sec.lines, sec.body_first_line, ADOC_FENCE if adoc else FENCE)
         for n, piece in enumerate(pack(header, units, count, max_tokens)):
             # The first piece of a section is cited from its heading line.
             start = sec.start_line if n == 0 else piece.start_line

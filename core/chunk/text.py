@@ -41,6 +41,9 @@ _ABBREV = {
 _SENT_END = re.compile(r"[.!?…。！？]+[\"'”’)\]]*(?=\s+)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
 FENCE = re.compile(r"^\s*(```|~~~)")  # a fence line (also read by the answerer)
+# AsciiDoc's code: a listing (----) or literal (....) block, closed by the same line; Markdown's
+# fences too (Asciidoctor reads them). Not in Markdown, where `----` is a thematic break.
+ADOC_FENCE = re.compile(r"^\s*(```|~~~|-{4,}(?=\s*$)|\.{4,}(?=\s*$))")
 # reStructuredText's inline literal, ``x``: shown as the `x` Markdown and chat clients read.
 RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
 
@@ -103,8 +106,9 @@ def _paragraph_units(lines: list[str], first_line: int, sep: str) -> list[Unit]:
     return units
 
 
-def prose_units(lines: list[str], first_line: int) -> list[Unit]:
-    """Units of a run of lines: fenced code and tables whole per block/row, prose by sentence."""
+def prose_units(lines: list[str], first_line: int, fences: re.Pattern[str] = FENCE) -> list[Unit]:
+    """Units of a run of lines: fenced code and tables whole per block/row, prose by sentence.
+    ``fences``: what opens a code block (:data:`ADOC_FENCE` for AsciiDoc)."""
     units: list[Unit] = []
     i = 0
     sep = ""
@@ -115,10 +119,15 @@ def prose_units(lines: list[str], first_line: int) -> list[Unit]:
             sep = "\n\n"
             i += 1
             continue
-        fence = FENCE.match(line)
+        fence = fences.match(line)
         if fence:
             j = i + 1
-            while j < n and not lines[j].lstrip().startswith(fence.group(1)):
+            close = fence.group(1)
+            while j < n and not (
+                lines[j].strip() == close
+                if close[0] in "-."
+                else lines[j].lstrip().startswith(close)
+            ):
                 j += 1
             j = min(j, n - 1)
             units.append(Unit("\n".join(lines[i : j + 1]), first_line + i, first_line + j, sep))
@@ -136,7 +145,7 @@ def prose_units(lines: list[str], first_line: int) -> list[Unit]:
         while (
             j < n
             and lines[j].strip()
-            and not FENCE.match(lines[j])
+            and not fences.match(lines[j])
             and not lines[j].lstrip().startswith("|")
             and not _LIST_ITEM.match(lines[j])
         ):
@@ -175,8 +184,11 @@ def _split_long_unit(unit: Unit, budget: int, count: TokenCounter) -> list[Unit]
     breaks keeps its own lines' range."""
     lines = unit.text.split("\n")
     fence = FENCE.match(lines[0]) if len(lines) > 2 else None
+    listing = ADOC_FENCE.match(lines[0]) if len(lines) > 2 and fence is None else None
+    if listing and lines[0].strip() == lines[-1].strip():  # an AsciiDoc listing, closed
+        fence = listing  # (a paragraph is never a unit of several lines: only a block is)
     if fence:
-        closed = bool(FENCE.match(lines[-1]))
+        closed = bool(FENCE.match(lines[-1])) or (listing is not None)
         inner = lines[1:-1] if closed else lines[1:]
         opener, closer = lines[0], lines[-1] if closed else lines[0][: fence.end()]
         room = budget - count(f"{opener}\n\n{closer}")
