@@ -117,7 +117,8 @@ def _absent(gitdir: Path, commit: str) -> list[str]:
     snapshot, named on stderr."""
     g = ("--git-dir", str(gitdir))
     rows = os.fsdecode(_git(*g, "ls-tree", "-r", "-z", commit).stdout).split("\0")
-    blobs = [(r.split()[2], r.split("\t", 1)[1]) for r in rows if r and r.split()[1] == "blob"]
+    entries = [(meta.split(), path) for meta, path in (r.split("\t", 1) for r in rows if r)]
+    blobs = [(sha, path) for (_mode, kind, sha), path in entries if kind == "blob"]
     shas = "\n".join(sha for sha, _ in blobs).encode()
     check = _git(*g, "cat-file", "--batch-check", input=shas).stdout.decode().splitlines()
     absent = [

@@ -14,7 +14,8 @@ import hashlib
 import json
 import subprocess
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,24 @@ class FakeApp(RepoExpert):
     async def close(self) -> None:
         await super().close()
         self.svc.close()
+
+
+@asynccontextmanager
+async def instance(tmp_path: Path, repo: Path, name: str, retrieval: str,
+                   extra: str = "") -> AsyncIterator[FakeApp]:  # fmt: skip
+    """An app over ``repo`` as instance ``w`` with these ``retrieval`` settings (and ``extra``
+    YAML lines), in folders of its own named ``name``; closed afterwards."""
+    inst = tmp_path / f"i-{name}"
+    inst.mkdir()
+    (inst / "w.yaml").write_text(
+        f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n{extra}"
+        f"retrieval: {{{retrieval}}}\n"
+    )
+    app = FakeApp(inst, tmp_path / f"data-{name}")
+    try:
+        yield app
+    finally:
+        await app.close()
 
 
 def sample_world(tmp: Path) -> tuple[Path, str, Path]:

@@ -12,9 +12,9 @@ from core.lexical import terms
 from core.models import Retrieval, Source, markers
 
 
-def src(i: int, coll: str = "docs", text: str = "h\nBody.") -> Source:
+def src(i: int, coll: str = "docs", text: str = "h\nBody.", path: str | None = None) -> Source:
     return Source(collection=coll, title=f"T{i}", url=f"u{i}", text=text, score=1 - i / 10,
-                  path=f"p{i}.md", start_line=1, end_line=2)  # type: ignore[arg-type]  # fmt: skip
+                  path=path or f"p{i}.md", start_line=1, end_line=2)  # type: ignore[arg-type]  # fmt: skip
 
 
 def test_renumbered_by_first_use_bad_markers_and_uncited_dropped() -> None:
@@ -323,8 +323,7 @@ async def test_restructuredtext_code_is_quoted_as_code() -> None:
         "   def might_client_error():\n       pass\n\n"
         ".. note::\n\n   The exception types are matched with isinstance.\n"
     )
-    doc = src(0, text=rst)
-    doc.path = "index.rst"
+    doc = src(0, text=rst, path="index.rst")
     a = await ExtractiveAnswerer(per_source=4).answer(
         "how do I retry only on an IOError exception type?", Retrieval([doc])
     )
@@ -359,10 +358,9 @@ async def test_a_docstring_line_shows_roles_and_literals_as_code_spans() -> None
         "    If ``skip_on_field_errors=True``, the validator is skipped when the\n"
         "    :func:`~marshmallow.Schema.validate` call found field errors.\n"
         '    """\n    return set_hook(fn, VALIDATES_SCHEMA)\n'
-    ))  # fmt: skip
-    py.path = "schema.py"
-    js = src(1, "code", "t.js › f\nfunction f(a) {\n  const skipped = `` + a + ``;\n}\n")
-    js.path = "t.js"
+    ), path="schema.py")  # fmt: skip
+    js = src(1, "code", "t.js › f\nfunction f(a) {\n  const skipped = `` + a + ``;\n}\n",
+             path="t.js")  # fmt: skip
     a = await ExtractiveAnswerer().answer(
         "is the schema validator skipped on field errors? skip_on_field_errors skipped",
         Retrieval([py, js]),
@@ -392,13 +390,12 @@ def test_markdown_indented_code_is_code_but_list_continuations_are_prose() -> No
     md = src(0, text=(
         "cmd/README.md › Validator\nTry it out:\n\n    $ tomlv some-file.toml\n\n"
         "- a list item\n\n    its continuation paragraph.\n\nDone.\n"
-    ))  # fmt: skip
-    md.path = "cmd/README.md"
+    ), path="cmd/README.md")  # fmt: skip
     prose, blocks = prose_and_blocks(md)
     assert blocks == ["$ tomlv some-file.toml"]
     assert "its continuation paragraph." in prose and "$ tomlv some-file.toml" not in prose
-    nested = src(1, text="r.md › Routes\n    - [RequestID](/middleware/request_id.go#L63)\n")
-    nested.path = "r.md"
+    nested = src(1, text="r.md › Routes\n    - [RequestID](/middleware/request_id.go#L63)\n",
+                 path="r.md")  # fmt: skip
     assert prose_and_blocks(nested)[1] == []  # a nested list read out of its list: prose
 
 
@@ -409,8 +406,7 @@ def test_asciidoc_listings_are_code_and_attribute_lines_neither() -> None:
         "docs/index.adoc › Options\nUse the option.\n\n[source,java]\n----\n"
         "@Option(names = \"-v\") boolean verbose;\n----\n\n[[anchor]]\n:toc: left\n"
         "////\nA comment.\n////\nDone.\n"
-    ))  # fmt: skip
-    doc.path = "docs/index.adoc"
+    ), path="docs/index.adoc")  # fmt: skip
     prose, blocks = prose_and_blocks(doc)
     assert blocks == ['@Option(names = "-v") boolean verbose;']
     assert prose == ["Use the option.", "Done."]
@@ -428,8 +424,7 @@ def test_asciidoc_listings_in_a_chunk_are_quoted_as_code() -> None:
         "// a comment\nifdef::env-github[]\nDone.\nendif::[]\n"
     )
     piece = chunk_doc("docs/index.adoc", text, lambda s: len(s.split()) + 2, 400)[-1].piece
-    doc = src(0, text=piece.text)
-    doc.path = "docs/index.adoc"
+    doc = src(0, text=piece.text, path="docs/index.adoc")
     assert prose_and_blocks(doc) == (
         ["Use the option.", "|a|b", "Done."],
         ['@Option(names = "-v") boolean verbose;'],

@@ -4,12 +4,10 @@ links, quoted by the extractive answerer, given to a language model, counted by 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from helpers import FakeApp, make_repo
+from helpers import instance, make_repo
 
 from core.models import Answer, Chunk, Passage, Source
 from core.retrieve import Candidate
@@ -42,24 +40,6 @@ def cand(row: int, key: str, score: float, collection: str = "code") -> Candidat
     """A ranked candidate: chunk ``row`` of file ``key``."""
     return Candidate(collection, row, score,  # type: ignore[arg-type]
                      chunk=Chunk(collection, key, "t", key, 1, path=key))  # type: ignore[arg-type]
-
-
-@asynccontextmanager
-async def instance(tmp_path: Path, repo: Path, name: str, retrieval: str,
-                   extra: str = "") -> AsyncIterator[FakeApp]:  # fmt: skip
-    """An app over ``repo`` as instance ``w`` with these ``retrieval`` settings (and ``extra``
-    YAML lines), in folders of its own named ``name``; closed afterwards."""
-    inst = tmp_path / f"i-{name}"
-    inst.mkdir()
-    (inst / "w.yaml").write_text(
-        f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n{extra}"
-        f"retrieval: {{{retrieval}}}\n"
-    )
-    app = FakeApp(inst, tmp_path / f"data-{name}")
-    try:
-        yield app
-    finally:
-        await app.close()
 
 
 def test_select_gives_a_chosen_chunk_the_next_relevant_ones_of_its_file() -> None:

@@ -4,7 +4,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import FakeApp, make_repo, write_files
+from helpers import instance, make_repo, write_files
 
 from core.config import load_instance
 from core.ingest.repo import Checkout, permalink, select_files
@@ -199,19 +199,11 @@ async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_pa
     make_repo(repo, _RETRY_DOCS)
     paths = {}
     for first in (True, False):
-        inst = tmp_path / f"i{first}"
-        inst.mkdir()
-        (inst / "w.yaml").write_text(
-            f"repo: {{path: {repo}}}\n"
-            f"retrieval: {{file_first: {str(first).lower()}, relevance_floor: 0.0, passages: 0}}\n"
-        )
-        app = FakeApp(inst, tmp_path / f"data{first}")
-        try:
+        settings = f"file_first: {str(first).lower()}, relevance_floor: 0.0, passages: 0"
+        async with instance(tmp_path, repo, str(first), settings) as app:
             r = await app.retrieve(
                 "w", "how long does widget retry a failed upload: the retry timeout?"
             )
-        finally:
-            await app.close()
         paths[first] = [s.path for s in r.sources]
         # route.sources says why a source sits below a lower-scored one.
         moved = [AFTER_FIRSTS in x["why"] for x in r.route["sources"]]

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 
 from core.answer.citations import clip
 from core.chunk.code_langs import comment_style, language_for_path
-from core.chunk.text import FENCE, prose_units
+from core.chunk.text import ADOC_SUFFIXES, FENCE, prose_units
 from core.lexical import terms
 from core.models import Source
 
@@ -41,7 +41,7 @@ def prose_and_blocks(src: Source) -> tuple[list[str], list[str]]:
         lines, blocks = _rst_literals(lines)
     elif src.collection == "docs" and path.endswith((".md", ".markdown", ".mdx")):
         lines, blocks = _md_indented(lines)
-    elif src.collection == "docs" and path.endswith((".adoc", ".asciidoc", ".asc")):
+    elif src.collection == "docs" and path.endswith(ADOC_SUFFIXES):
         lines, blocks = _adoc_blocks(lines)
     for b in blocks:
         out.extend(comment_sentences(b.splitlines()))

@@ -19,7 +19,16 @@ from markdown_it import MarkdownIt
 
 from core.models import Chunk, Document, Symbol
 
-from .text import ADOC_FENCE, FENCE, RST_LITERAL, Piece, TokenCounter, pack, prose_units
+from .text import (
+    ADOC_FENCE,
+    ADOC_SUFFIXES,
+    FENCE,
+    RST_LITERAL,
+    Piece,
+    TokenCounter,
+    pack,
+    prose_units,
+)
 
 SEP = " › "
 
@@ -217,18 +226,18 @@ def chunk_doc(path: str, text: str, count: TokenCounter, max_tokens: int) -> lis
         sections = _markdown_sections(lines)
     elif low.endswith((".rst", ".rest")):
         sections = _rst_sections(lines)
-    elif low.endswith((".adoc", ".asciidoc", ".asc")):
+    elif low.endswith(ADOC_SUFFIXES):
         sections = _adoc_sections(lines)
     else:
         sections = [Section([], 1, lines, 1)]
+    fences = ADOC_FENCE if low.endswith(ADOC_SUFFIXES) else FENCE  # what opens a code block
     out: list[DocChunk] = []
     for sec in sections:
         if not any(ln.strip() for ln in sec.lines):
             continue
         heading = SEP.join(sec.path)
         header = f"{path}{SEP}{heading}" if heading else path
-        adoc = low.endswith((".adoc", ".asciidoc", ".asc"))
-        units = prose_units(sec.lines, sec.body_first_line, ADOC_FENCE if adoc else FENCE)
+        units = prose_units(sec.lines, sec.body_first_line, fences)
         for n, piece in enumerate(pack(header, units, count, max_tokens)):
             # The first piece of a section is cited from its heading line.
             start = sec.start_line if n == 0 else piece.start_line

@@ -44,6 +44,7 @@ FENCE = re.compile(r"^\s*(```|~~~)")  # a fence line (also read by the answerer)
 # AsciiDoc's code: a listing (----) or literal (....) block, closed by the same line; Markdown's
 # fences too (Asciidoctor reads them). Not in Markdown, where `----` is a thematic break.
 ADOC_FENCE = re.compile(r"^\s*(```|~~~|-{4,}(?=\s*$)|\.{4,}(?=\s*$))")
+ADOC_SUFFIXES = (".adoc", ".asciidoc", ".asc")  # an AsciiDoc file's name ends so
 # reStructuredText's inline literal, ``x``: shown as the `x` Markdown and chat clients read.
 RST_LITERAL = re.compile(r"(?<!`)``([^`\n]+?)``(?!`)")
 
