@@ -16,6 +16,7 @@ import textwrap
 from markdown_it import MarkdownIt
 
 from core.answer.citations import clip
+from core.answer.signature import DEFINITION, definition
 from core.chunk.code_langs import comment_style, language_for_path
 from core.chunk.text import ADOC_SUFFIXES, FENCE, prose_units
 from core.lexical import terms
@@ -180,77 +181,6 @@ def sentences(src: Source) -> list[str]:
     return prose_and_blocks(src)[0]
 
 
-_DEFINITION = re.compile(
-    r"\s*(async\s+)?(def|class|func|fn|function|pub|public|private|static|export|interface|"
-    r"struct|impl|module)\b"
-)
-# The definition keywords of the languages that begin a declaration with modifiers the list above
-# lacks (C#'s `internal sealed class`, Kotlin's `fun` and `override fun`, Swift's `init`, PHP's
-# `final class`): a definition line there is found by these too.
-_DEFINITION_MORE = {
-    "csharp": re.compile(
-        r"\s*(\[[^\]]*\]\s*)*(internal|protected|sealed|abstract|override|partial|virtual|"
-        r"readonly|record|enum|delegate|event|const|async)\b"
-    ),
-    # Kotlin and Swift: modifiers, then the declaring keyword (a bare `value =` or `open(…)` line,
-    # a local `val`, is not a definition).
-    "kotlin": re.compile(
-        r"\s*(@\w+(\([^)]*\))?\s+)*((public|private|internal|protected|open|override|abstract|"
-        r"final|data|value|inline|sealed|enum|annotation|inner|suspend|operator|infix|tailrec|"
-        r"external|companion|expect|actual|const)\s+)*(fun|class|interface|object|typealias|"
-        r"constructor|init)\b|\s*((private|internal|protected|public)\s+)*const\s+val\b"
-    ),
-    "swift": re.compile(
-        r"\s*(@\w+(\([^)]*\))?\s+)*((open|internal|fileprivate|final|override|mutating|"
-        r"convenience|required|nonisolated|indirect|dynamic|lazy|weak|unowned)\s+)*(init|deinit|"
-        r"subscript|protocol|extension|enum|typealias|actor|class|struct|func)\b"
-    ),
-    "php": re.compile(r"\s*(final|abstract|protected|trait|enum|const|readonly)\b"),
-}
-_SIGNATURE_CHARS = 200
-
-
-def _is_definition(line: str, lang: str | None) -> bool:
-    more = _DEFINITION_MORE.get(lang or "")
-    return bool(_DEFINITION.match(line) or (more is not None and more.match(line)))
-
-
-def _closing(s: str, start: int) -> int:
-    """Index of the bracket that closes the one at ``start``, or -1."""
-    depth = 0
-    for i in range(start, len(s)):
-        if s[i] in "([":
-            depth += 1
-        elif s[i] in ")]":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
-
-
-def _signature(lines: list[str]) -> str:
-    """A definition's header as one line: joined over the lines its brackets span (a
-    one-parameter-per-line signature), no further. A long one keeps its end after the
-    parameter list — the return type is what people ask about."""
-    sig_lines = []
-    depth = 0
-    for ln in lines[:24]:
-        t = ln.strip()
-        sig_lines.append(t)
-        depth += sum(t.count(c) for c in "([") - sum(t.count(c) for c in ")]")
-        if depth <= 0:
-            break
-    sig = " ".join(" ".join(sig_lines).split()).replace("( ", "(").replace(" )", ")")
-    sig = sig.replace(",)", ")").rstrip(":{ ")  # a trailing comma of a one-per-line list
-    if len(sig) <= _SIGNATURE_CHARS:
-        return sig
-    close = _closing(sig, sig.find("(")) if "(" in sig else -1
-    tail = sig[close:] if close > 0 else ""
-    if 1 < len(tail) < _SIGNATURE_CHARS // 3:
-        return clip(sig[:close], _SIGNATURE_CHARS - len(tail) - 1) + " " + tail
-    return clip(sig, _SIGNATURE_CHARS)
-
-
 # A comment line's marker: C's (Rust's /// and //! too; a lone */ closes), or "#" (never a
 # shebang or Rust's inner attribute, #!).
 _C_COMMENT = re.compile(r"\s*(//[/!]?|/\*+|\*(?!/))")
@@ -276,7 +206,7 @@ def _docstring_span(body: str) -> tuple[int, int, bool] | None:
     if len(marks) % 2 == 1:
         before = body[: first.start()].rstrip()
         last = before.rsplit("\n", 1)[-1].strip()  # the last line with something on it
-        if before and not (_OPENS.search(last) or _DEFINITION.match(last)):
+        if before and not (_OPENS.search(last) or DEFINITION.match(last)):
             return 0, first.start(), True
     end = body.find(first.group(), first.end())
     return first.end(), end if end >= 0 else len(body), False
@@ -400,14 +330,9 @@ def code_quotes(body: str, symbol: str | None = None, lang: str | None = None) -
     style = comment_style(lang)
     lines = [ln for ln in body.splitlines() if ln.strip()]
     out = []
-    defs = [i for i, ln in enumerate(lines) if _is_definition(ln, lang)]
-    if defs:
-        start = defs[0]
-        name = re.split(r"\.|::|#", symbol)[-1] if symbol else ""
-        if name:
-            own = [i for i in defs if re.search(rf"(?<![\w$]){re.escape(name)}(?![\w$])", lines[i])]
-            start = own[0] if own else start
-        out.append(f"`{_signature(lines[start:])}`")
+    sig = definition(lines, symbol, lang)
+    if sig is not None:
+        out.append(f"`{sig}`")
     doc = _docstring(body) if lang in ("python", None) else None
     if doc is not None:
         # Read as reStructuredText, as the project's docs are: its literal blocks, code

@@ -29,6 +29,7 @@ from core.chunk.code_parse import (
     member_constants,
     walk_defs,
 )
+from core.chunk.cpre import for_parser, header_language
 from core.chunk.graph import call_sites, calls_of
 from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
@@ -383,12 +384,15 @@ def chunk_code(
         return [], []
     lines = source.removesuffix("\n").split("\n")
     lang = language_for_path(path) if parse else None
+    if lang == "c" and path.endswith(".h"):
+        lang = header_language(source)
     defs: list[Def] | None = None
     root: Node | None = None
     if lang is not None:
         try:
             parser = Parser(language(lang))
-            root = parser.parse(source.encode("utf-8", "replace")).root_node
+            text = for_parser(source) if lang in ("c", "cpp") else source
+            root = parser.parse(text.encode("utf-8", "replace")).root_node
             defs = collect_defs(root, lang)
         except Exception:  # grammar missing / parser failure: fall back to windows
             log.warning("tree-sitter failed for %s; using line windows", path, exc_info=True)

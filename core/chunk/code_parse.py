@@ -255,7 +255,7 @@ def _names(node: Node, lang: str) -> list[tuple[str, Node, tuple[tuple[str, int,
     if lang == "rust" and t in ("const_item", "static_item", "type_item"):
         name = node.child_by_field_name("name")
         return [(node_text(name), node, ())] if name is not None else []
-    if lang in ("c", "cpp") and t == "preproc_def":
+    if lang in ("c", "cpp") and t in ("preproc_def", "preproc_function_def"):
         name = node.child_by_field_name("name")
         return [(node_text(name), node, ())] if name is not None else []
     if lang in ("c", "cpp") and t == "declaration":
@@ -276,14 +276,37 @@ def _names(node: Node, lang: str) -> list[tuple[str, Node, tuple[tuple[str, int,
     return []
 
 
+# Declarations that name a function: a named `export default function`, C's `#define F(x) …`.
+_CALLABLE_DECLS = frozenset({"export_statement", "preproc_function_def"})
+# C / C++: an include guard, `#if` branches and `extern "C" { … }` wrap a header's top level.
+_C_BLOCKS = frozenset(
+    {"preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif", "preproc_elifdef",
+     "linkage_specification", "declaration_list"}
+)  # fmt: skip
+
+
+def _top_level(root: Node, lang: str) -> list[Node]:
+    if lang not in ("c", "cpp"):
+        return list(root.named_children)
+    out: list[Node] = []
+    todo = list(reversed(root.named_children))
+    while todo:
+        node = todo.pop()
+        if node.type in _C_BLOCKS:
+            todo.extend(reversed(node.named_children))
+        else:
+            out.append(node)
+    return out
+
+
 def declarations(root: Node, lang: str) -> list[Decl]:
     """The declarations of a file's top level worth naming (:func:`_worth_naming`), in file
     order. Definitions (functions, classes, ``const f = () => …``) are not among them."""
     out: list[Decl] = []
-    for node in root.named_children:
+    for node in _top_level(root, lang):
         for name, span, members in _names(node, lang):
             if name and _worth_naming(name, span, lang):
-                kind = "function" if span.type == "export_statement" else "constant"
+                kind = "function" if span.type in _CALLABLE_DECLS else "constant"
                 out.append(Decl(name, span.start_point.row, last_row(span), members, kind))
     return out
 
@@ -299,6 +322,7 @@ def label(decls: list[Decl], a: int, b: int) -> str | None:
         names.extend(f"{d.name}.{k}" for k, s, _ in d.members if a <= s <= b)
     if not names:
         return None
+    names = list(dict.fromkeys(names))  # C's `#define X` in each `#if` branch: once
     return ", ".join(names[:MAX_LABEL]) + (", …" if len(names) > MAX_LABEL else "")
 
 

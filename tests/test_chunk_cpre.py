@@ -1,0 +1,193 @@
+"""C and C++ as libraries write them (core/chunk/cpre.py): a ``.h`` header's language read off
+its content, and export/attribute macros that tree-sitter (no preprocessor) cannot read."""
+
+from __future__ import annotations
+
+import pytest
+from tree_sitter import Node, Parser
+
+from core.answer.quotable import code_quotes
+from core.chunk.code import chunk_code
+from core.chunk.code_langs import language
+from core.chunk.cpre import for_parser, header_language
+from tests.test_chunk_code import check, sym_table, words
+
+# The shape of libuv's uv.h: an include guard, an export macro, `extern "C"`, a struct whose
+# fields a macro supplies, a function-like macro.
+C_HEADER = """#ifndef UV_H
+#define UV_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UV_EXTERN __attribute__((visibility("default")))
+#define UV_VERSION_MAJOR 1
+#define UV_VERSION_HEX(major) ((major) << 16)
+
+typedef struct uv_loop_s uv_loop_t;
+
+UV_EXTERN int uv_loop_init(uv_loop_t* loop);
+UV_EXTERN uv_loop_t* uv_default_loop(void);
+
+#define UV_HANDLE_FIELDS \\
+  void* data;
+
+struct uv_handle_s {
+  UV_HANDLE_FIELDS
+};
+
+/* Runs the event loop. */
+struct uv_timer_s {
+  int timeout;
+};
+
+UV_EXTERN int uv_run(uv_loop_t*, int mode);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* UV_H */
+"""
+
+# The shape of fmt's format.h: a C++ header named .h, namespace and specifier macros, a
+# template parameter written as a macro, a class with a visibility macro.
+CPP_HEADER = """#ifndef FMT_FORMAT_H_
+#define FMT_FORMAT_H_
+
+#include <string>
+
+FMT_BEGIN_NAMESPACE
+
+/// An error reported from a formatting function.
+class FMT_API format_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value)>
+FMT_CONSTEXPR auto count_digits(T n) -> int {
+  return n < 10 ? 1 : 2;
+}
+
+class FMT_SO_VISIBILITY("default") buffer_base {
+ public:
+  FMT_CONSTEXPR20 void grow(size_t size) { capacity_ = size; }
+
+ private:
+  size_t capacity_;
+};
+
+FMT_END_NAMESPACE
+
+#endif  // FMT_FORMAT_H_
+"""
+
+
+def _errors(source: str, lang: str) -> int:
+    root = Parser(language(lang)).parse(source.encode()).root_node
+    todo: list[Node] = [root]
+    n = 0
+    while todo:
+        node = todo.pop()
+        n += node.type == "ERROR" or node.is_missing
+        todo.extend(node.children)
+    return n
+
+
+def test_a_header_s_language_is_read_off_its_content() -> None:
+    assert header_language(CPP_HEADER) == "cpp"
+    assert header_language(C_HEADER) == "c"  # `extern "C"` and __cplusplus: still C
+    assert header_language("template <typename T> T id(T v);\n") == "cpp"
+    assert header_language("namespace detail {\n}\n") == "cpp"
+    assert header_language("class Foo {\n public:\n  int x;\n};\n") == "cpp"
+    assert header_language("#include <stdio.h>\nint f(int);\n") == "c"
+
+
+def test_specifier_macros_are_blanked_in_place() -> None:
+    for src in (C_HEADER, CPP_HEADER):
+        out = for_parser(src)
+        assert len(out) == len(src) and out.count("\n") == src.count("\n")
+        assert [len(a) for a in out.split("\n")] == [len(b) for b in src.split("\n")]
+    out = for_parser(C_HEADER)
+    assert "UV_EXTERN int uv_loop_init" not in out and "int uv_loop_init" in out
+    assert "#define UV_EXTERN __attribute__" in out  # directives are the grammar's to read
+    assert "  UV_HANDLE_FIELDS\n" not in out  # a macro alone on its line
+    out = for_parser(CPP_HEADER)
+    assert "FMT_API" not in out and " format_error : public" in out
+    assert "FMT_ENABLE_IF" not in out and "template <typename T" in out
+    assert "FMT_BEGIN_NAMESPACE" not in out and "FMT_CONSTEXPR20" not in out
+    assert 'FMT_SO_VISIBILITY("default")' not in out
+    # Parsed as C++, the header was one error from its first macro to its end
+    assert _errors(CPP_HEADER, "cpp") > _errors(out, "cpp") == 0
+    # (what is left: `extern "C" {` opened inside `#ifdef __cplusplus`, one local error)
+    assert _errors(C_HEADER, "c") > 2 * _errors(for_parser(C_HEADER), "c")
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "DWORD count;\nHANDLE h = NULL;\nstatic DWORD flags;\n",  # Windows types: types
+        "int f(void) {\n  return MAX_SIZE;\n}\n",
+        "enum color {\n  RED,\n  GREEN\n};\n",  # `GREEN` alone on its line inside an enum
+    ],
+)
+def test_what_is_not_a_specifier_macro_is_left_alone(src: str) -> None:
+    out = for_parser(src)
+    if "GREEN" in src:
+        assert out.count("\n") == src.count("\n")  # blanked or not, the parse is unharmed
+        assert _errors(out, "c") == 0
+    else:
+        assert out == src
+
+
+def test_a_c_header_reads_by_symbol_with_its_macros() -> None:
+    chunks, symbols = chunk_code("include/uv.h", C_HEADER, words, 500)
+    check(C_HEADER, chunks, 500)
+    table = sym_table(symbols)
+    assert ("uv_handle_s", "struct", 19, 21) in table
+    assert ("uv_timer_s", "struct", 24, 26) in table
+    # inside the include guard and `extern "C"`: the #defines, a function-like one as a function
+    assert ("UV_VERSION_MAJOR", "constant", 8, 8) in table
+    assert ("UV_VERSION_HEX", "function", 9, 9) in table
+    assert not [s for s in symbols if s.name == "UV_H"][1:]  # named once
+    first = chunks[0].text.split("\n", 1)[0]
+    assert first.count("UV_EXTERN") <= 1
+
+
+def test_a_cpp_header_named_h_reads_by_symbol() -> None:
+    chunks, symbols = chunk_code("include/fmt/format.h", CPP_HEADER, words, 500)
+    check(CPP_HEADER, chunks, 500)
+    table = sym_table(symbols)
+    assert ("format_error", "class", 9, 12) in table
+    assert ("count_digits", "function", 14, 17) in table  # its template line belongs to it
+    assert ("buffer_base", "class", 19, 25) in table
+    assert ("buffer_base.grow", "method", 21, 21) in table
+    # the chunks keep the file's own text: the macros are blanked for the parser only
+    doc = next(c for c in chunks if c.symbol == "format_error")
+    assert "class FMT_API format_error" in doc.text
+    assert "An error reported from a formatting function." in doc.text
+
+
+def test_a_c_quote_reads_the_definition_line() -> None:
+    body = (
+        "/* Binds the handle. */\nint uv_tcp_bind(uv_tcp_t* handle,\n"
+        "                const struct sockaddr* addr) {\n  return uv__tcp_bind(handle, addr);\n}\n"
+    )
+    assert code_quotes(body, "uv_tcp_bind", "c")[0] == (
+        "`int uv_tcp_bind(uv_tcp_t* handle, const struct sockaddr* addr)`"
+    )
+    body = (
+        "template <typename T,\n          typename U>\n"
+        "constexpr auto twice(T v) -> T {\n  return v + v;\n}\n"
+    )
+    assert code_quotes(body, "other", "cpp")[0] == (
+        "`template <typename T, typename U> constexpr auto twice(T v) -> T`"
+    )
+    body = "template <typename T> constexpr auto num_bits() -> int {\n  return 0;\n}\n"
+    assert code_quotes(body, "num_bits", "cpp")[0] == (
+        "`template <typename T> constexpr auto num_bits() -> int`"
+    )
+    # a statement is not a definition line
+    assert code_quotes("  return uv__run(loop, mode);\n  else if (x) f(y);\n", None, "c") == [
+        "`return uv__run(loop, mode);`"
+    ]
