@@ -16,6 +16,7 @@ from typing import Any
 
 from core.models import Collection
 from core.retrieve.repos import issue_refs, named
+from core.retrieve.traces import frames, without_frames
 
 _ISSUE_URL = re.compile(r"https?://[^\s]+/(?:issues|pull)/(\d+)")
 _ISSUE_REF = re.compile(
@@ -32,11 +33,10 @@ _SNAKE = re.compile(
 _CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,}\b")
 _PATH = re.compile(
-    r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|ts|tsx|go|rs|java|c|h|cc|cpp|hpp|rb|md|rst|"
-    r"txt|toml|yaml|yml|json|cfg|ini|sh)\b"
-)
-_FRAME_PY = re.compile(r'File "([^"]+)", line (\d+)(?:, in (\w+))?')
-_FRAME_OTHER = re.compile(r"\bat\s+([\w.$<>]+)\s*\(([\w./-]+):(\d+)")
+    r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|mts|cts|go|rs|java|c|h|cc|"
+    r"cpp|cxx|hpp|hh|hxx|ipp|rb|rake|gemspec|cs|php|kt|kts|swift|scala|dart|lua|ex|exs|vue|svelte|"
+    r"md|mdx|rst|adoc|asciidoc|txt|toml|yaml|yml|json|cfg|ini|sh)\b"
+)  # the suffixes of the files an instance indexes by default (core/config/schema.py)
 _ERROR = re.compile(r"\b(\w*(?:Error|Exception|Panic|Fault))\b(?::\s*(.+))?")
 
 _HOWTO = re.compile(
@@ -132,7 +132,8 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     r = Route()
     q = question
     nums = [int(m) for m in _ISSUE_URL.findall(q)]
-    for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", q)):
+    trace = frames(q)
+    for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", without_frames(q))):
         nums.append(int(a or b))
     if aliases:
         r.repos = named(q, aliases)
@@ -141,29 +142,27 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
             nums.append(n)
     r.issues = list(dict.fromkeys(nums))
 
-    for m in _FRAME_PY.finditer(q):
-        r.frames.append(f"{m.group(1)}:{m.group(2)}" + (f" in {m.group(3)}" if m.group(3) else ""))
-        if m.group(3):
-            r.identifiers.append(m.group(3))
-    for m in _FRAME_OTHER.finditer(q):
-        r.frames.append(f"{m.group(2)}:{m.group(3)} in {m.group(1)}")
-        r.identifiers.append(m.group(1).split(".")[-1])
+    for f in trace:
+        r.frames.append(str(f))
+        if f.name:
+            r.identifiers.append(f.name)
     for m in _ERROR.finditer(q):
         r.errors.append(m.group(0).strip()[:200])
 
-    r.paths = _dedupe([p for p in _PATH.findall(q) if not p.startswith("http")])
-    for f in r.frames:
-        r.paths.append(f.split(":")[0])
-    r.paths = _dedupe(r.paths)
+    # A trace's paths and names are its frames' (the crash site first); the rest of its text
+    # (arguments, addresses, the library a frame is from) names nothing.
+    bare = without_frames(q) if trace else q
+    found = [p for p in _PATH.findall(bare) if not p.startswith("http")]
+    r.paths = _dedupe([f.path for f in trace] + found)
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
-    idents = [b.strip("() ") for b in _BACKTICK.findall(q) if _NAME.fullmatch(b.strip("() "))]
-    idents += _CALL.findall(q)
-    idents += _SNAKE.findall(q)
-    idents += _CAMEL.findall(q)
+    idents = [b.strip("() ") for b in _BACKTICK.findall(bare) if _NAME.fullmatch(b.strip("() "))]
+    idents += _CALL.findall(bare)
+    idents += _SNAKE.findall(bare)
+    idents += _CAMEL.findall(bare)
     idents += [
         d
-        for d in _DOTTED.findall(q)
+        for d in _DOTTED.findall(bare)
         if not any(d in p for p in r.paths) and max(len(x) for x in d.split(".")) > 2
     ]  # "e.g", "i.e" are not names
     r.identifiers = _dedupe(

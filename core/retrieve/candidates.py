@@ -27,6 +27,7 @@ from core.models import COLLECTIONS, Collection, Symbol
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.fusion import Candidate
 from core.retrieve.options import Options
+from core.retrieve.traces import suffixes
 from core.store.base import BuildReader, Hit, IssueLinks
 
 _CALLERS = re.compile(
@@ -135,6 +136,15 @@ async def issue_rows(
     return [r for rs in taken.values() for r in rs], sorted(x for x in taken if x)
 
 
+async def _frame_rows(reader: BuildReader, coll: Collection, path: str) -> list[int]:
+    """Rows of a stack-trace frame's file: its path is the crashed machine's
+    (``/home/u/libuv/src/unix/core.c``), so the longest tail of it that is indexed."""
+    for tail in suffixes(path):
+        if rows := await reader.path_rows(coll, tail):
+            return rows
+    return []
+
+
 async def exact_rows(
     reader: BuildReader, route: Route, question: str
 ) -> dict[Collection, dict[int, str]]:
@@ -168,8 +178,12 @@ async def exact_rows(
         for row, sym in definitions:
             out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
+        framed = any(f.startswith(f"{path}:") for f in route.frames)
         for coll in _FILES:
-            for row in (await reader.path_rows(coll, path))[:3]:
+            rows = await (
+                _frame_rows(reader, coll, path) if framed else reader.path_rows(coll, path)
+            )
+            for row in rows[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
         defs = set(out["code"])

@@ -1,0 +1,133 @@
+"""Stack-trace frames in a question, in the shapes the languages the chunker reads print them:
+each frame's file, line and function (:func:`frames`), and the question with its frames blanked
+(:func:`without_frames`: a gdb frame's ``#1`` is no issue number).
+
+A frame's path is the one on the machine that crashed (``/home/u/libuv/src/unix/core.c``,
+``./src/main.rs``, ``C:\\src\\Polly\\X.cs``): :func:`suffixes` gives the paths to look it up by,
+longest first, down to the file name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Frame", "frames", "suffixes", "without_frames"]
+
+# Each shape as that language prints it; a frame found by one is not read again by another.
+_SHAPES = [
+    # Python: File "x.py", line 12, in f
+    re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>]+))?'),
+    # Java, Kotlin, JavaScript: at a.b.C.f(C.java:12) / at f (lib/x.js:12:5)
+    re.compile(r"\bat\s+(?P<func>[\w.$<>]+)\s*\((?P<path>[\w./\\:@-]+?):(?P<line>\d+)"),
+    # .NET: at A.B.C.M[T](Int32 x) in /src/X.cs:line 42
+    re.compile(
+        r"\bat\s+(?P<func>[\w.`<>\[\],]+?)\([^)\n]*\)\s+in\s+"
+        r"(?P<path>(?:[A-Za-z]:)?[^\n:]+?):line\s+(?P<line>\d+)"
+    ),
+    # gdb / lldb: #0  0x00007f in uv__io_poll (loop=0x1) at src/unix/linux.c:1234
+    #             frame #0: 0x1 libuv.so`uv__io_poll(loop=0x1) at linux.c:1234:5
+    re.compile(
+        r"(?:^|\s)(?:frame\s+)?#\d+:?\s+(?:0x[0-9a-fA-F]+\s+(?:in\s+)?)?(?:[\w.+-]+`)?"
+        r"(?P<func>[A-Za-z_~][\w:~<>]*)\s*\([^\n]*?\)\s+at\s+(?P<path>[\w./\\:+-]+?\.\w+):(?P<line>\d+)"
+    ),
+    # AddressSanitizer and friends: #3 0x4f2b1c in uv_run /home/u/libuv/src/unix/core.c:430:7
+    re.compile(
+        r"(?:^|\s)#\d+\s+0x[0-9a-fA-F]+\s+in\s+(?P<func>[A-Za-z_~][\w:~<>]*)(?:\([^)\n]*\))?\s+"
+        r"(?P<path>[\w./\\:+-]+?\.\w+):(?P<line>\d+)"
+    ),
+    # Rust: panicked at src/main.rs:10:5 / panicked at 'msg', src/main.rs:10:5; and a
+    # backtrace's frame: `12: bat::controller::Controller::run` then `at ./src/controller.rs:42:13`
+    re.compile(r"panicked at\s+(?:'[^'\n]*',\s*)?(?P<path>[\w./\\:-]+?\.rs):(?P<line>\d+)"),
+    re.compile(r"\d+:\s+(?P<func>[\w:<>]+)\s*\n\s*at\s+(?P<path>[\w./\\:-]+?\.rs):(?P<line>\d+)"),
+    # Go: main.(*T).f(0x1)\n\t/home/u/x/main.go:12 +0x1d
+    re.compile(
+        r"(?:(?P<func>[\w./*()-]+)\([^)\n]*\)\s*\n\s*)?(?P<path>[\w./\\:@-]+?\.go):(?P<line>\d+)"
+        r"\s+\+0x"
+    ),
+    # Ruby: lib/thor/runner.rb:42:in 'Thor::Runner#install' (or `install')
+    re.compile(
+        r"(?P<path>[\w./\\:-]+?\.(?:rb|rake)):(?P<line>\d+):in\s+[`'‘](?P<func>[^'’\n]+)['’]"
+    ),
+    # PHP: #0 /src/Handler/CurlFactory.php(123): GuzzleHttp\Handler\CurlFactory->finish()
+    #      … thrown in /src/Client.php on line 12 / in /src/Client.php:12
+    re.compile(
+        r"#\d+\s+(?P<path>[\w./\\:-]+?\.php)\((?P<line>\d+)\)(?::\s+(?P<func>[\w\\]+(?:->|::)\w+))?"
+    ),
+    re.compile(r"\bin\s+(?P<path>[\w./\\:-]+?\.php)(?::|\s+on\s+line\s+)(?P<line>\d+)"),
+    # Swift: Fatal error: …: file MyLib/Foo.swift, line 42
+    re.compile(r"\bfile\s+(?P<path>[\w./\\:-]+?\.swift),\s+line\s+(?P<line>\d+)"),
+]
+
+
+@dataclass(frozen=True)
+class Frame:
+    path: str
+    line: int
+    func: str | None  # as the trace prints it: `com.acme.Widget.render`, `Thor::Runner#install`
+    name: str | None  # the name to look up: `render`, `install`; None for `main`, `<anonymous>`
+
+    def __str__(self) -> str:  # "path:line in func", as Route.frames holds them
+        return f"{self.path}:{self.line}" + (f" in {self.func}" if self.func else "")
+
+
+_GENERIC = re.compile(r"\[[^\]]*\]|<[^>]*>|\([^)]*\)")  # generics, Go's (*T)
+
+
+# Where every program starts, in no repository's code: not a name to look up.
+_ENTRY = frozenset({"main", "_start", "__libc_start_main", "__libc_start_call_main",
+                    "start_thread", "clone", "clone3", "_main"})  # fmt: skip
+
+
+def _last(func: str | None) -> str | None:
+    if not func or re.search(r"[.:]<", func):  # JavaScript's `Object.<anonymous>`
+        return None
+    name = _GENERIC.sub("", func.split(" in ")[-1])  # Ruby's "block in X#m"
+    parts = [p for p in re.split(r"::|->|[.#/\\`]", name) if p]
+    last = parts[-1] if parts else ""
+    ok = re.fullmatch(r"[A-Za-z_$~][\w$~]*", last) and last not in _ENTRY
+    return last if ok else None
+
+
+def _spans(question: str) -> list[tuple[int, int, Frame]]:
+    found: list[tuple[int, int, Frame]] = []
+    for rx in _SHAPES:
+        for m in rx.finditer(question):
+            if any(a <= m.start() < b for a, b, _ in found):
+                continue  # one frame, one shape
+            d = m.groupdict()
+            func = d.get("func") or None
+            found.append((m.start(), m.end(), Frame(d["path"], int(d["line"]), func, _last(func))))
+    return sorted(found, key=lambda x: x[0])
+
+
+def frames(question: str) -> list[Frame]:
+    """The stack-trace frames of ``question``, in the order they appear."""
+    return [f for _, _, f in _spans(question)]
+
+
+# A backtrace line's number where the frame has no file (`#3 0x7f in __libc_start_main () from
+# /lib/libc.so.6`, PHP's `#1 {main}`).
+_NUMBERED = re.compile(
+    r"(?m)^(\s*(?:frame\s+)?)(#\d+)"
+    r"(?=:?\s+(?:0x[0-9a-fA-F]|\{main\}|[\w:~<>]+\s*\([^)\n]*\)\s+(?:at|from)\s))"
+)
+
+
+def without_frames(question: str) -> str:
+    """``question`` with its frames, and a backtrace's frame numbers, blanked: ``#1`` there is
+    no issue."""
+    out = question
+    for a, b, _ in _spans(question):
+        out = out[:a] + " " * (b - a) + out[b:]
+    return _NUMBERED.sub(lambda m: m.group(1) + " " * len(m.group(2)), out)
+
+
+def suffixes(path: str) -> list[str]:
+    """The paths a frame's file may be indexed under, longest first: its components from each
+    one on (``/home/u/libuv/src/unix/core.c`` … ``src/unix/core.c``, ``unix/core.c``,
+    ``core.c``), leaving out the drive, ``.`` and ``..``."""
+    parts = [p for p in re.split(r"[/\\]+", path) if p and p not in (".", "..")]
+    if parts and re.fullmatch(r"[A-Za-z]:", parts[0]):
+        parts = parts[1:]
+    return ["/".join(parts[i:]) for i in range(len(parts))]
