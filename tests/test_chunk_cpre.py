@@ -191,3 +191,21 @@ def test_a_c_quote_reads_the_definition_line() -> None:
     assert code_quotes("  return uv__run(loop, mode);\n  else if (x) f(y);\n", None, "c") == [
         "`return uv__run(loop, mode);`"
     ]
+
+
+@pytest.mark.asyncio
+async def test_an_instance_answers_from_c_and_cpp_headers(sample) -> None:  # type: ignore[no-untyped-def]
+    """End to end, default globs: a C header's #define inside its include guard and a C++
+    header's class behind an export macro are exact hits."""
+    from helpers import commit_all, write_files
+
+    write_files(sample["repo"], {"include/uv.h": C_HEADER, "include/fmt/format.h": CPP_HEADER})
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    r = await app.retrieve("widget", "what is UV_VERSION_MAJOR?")
+    assert "defines UV_VERSION_MAJOR" in {e["why"] for e in r.route["exact"]["code"]}
+    assert r.sources[0].path == "include/uv.h"
+    r = await app.retrieve("widget", "what does format_error hold?")
+    assert "defines format_error" in {e["why"] for e in r.route["exact"]["code"]}
+    assert r.sources[0].path == "include/fmt/format.h"
