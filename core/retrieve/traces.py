@@ -14,50 +14,69 @@ from dataclasses import dataclass
 
 __all__ = ["Frame", "frames", "suffixes", "without_frames"]
 
+# A path as a trace prints it: one run of path characters (after a drive), read possessively and
+# only from the run's start — a long run is read once, not once per character (these regexes
+# see whatever a user pastes). Its suffix is checked after the match (``_Shape.suffixes``).
+_PATH = r"(?<![\w./\\@+-])(?P<path>(?:[A-Za-z]:)?[\w./\\@+-]++)"
+
+
+@dataclass(frozen=True)
+class _Shape:
+    rx: re.Pattern[str]
+    suffixes: tuple[str, ...] = ()  # the path must end in one ("" : any file with a suffix)
+
+
+def _shape(pattern: str, *suffixes: str) -> _Shape:
+    return _Shape(re.compile(pattern.replace("{P}", _PATH), re.M), suffixes or ("",))
+
+
 # Each shape as that language prints it; a frame found by one is not read again by another.
 _SHAPES = [
     # Python: File "x.py", line 12, in f
-    re.compile(r'File "(?P<path>[^"\n]+)", line (?P<line>\d+)(?:, in (?P<func>[\w<>]+))?'),
+    _shape(r'File "(?P<path>[^"\n]++)", line (?P<line>\d+)(?:, in (?P<func>[\w<>]+))?'),
     # Java, Kotlin, JavaScript: at a.b.C.f(C.java:12) / at f (lib/x.js:12:5)
-    re.compile(r"\bat\s+(?P<func>[\w.$<>]+)\s*\((?P<path>[\w./\\:@-]+?):(?P<line>\d+)"),
+    _shape(r"\bat\s+(?P<func>[\w.$<>]++)\s*\({P}:(?P<line>\d+)"),
     # .NET: at A.B.C.M[T](Int32 x) in /src/X.cs:line 42
-    re.compile(
-        r"\bat\s+(?P<func>[\w.`<>\[\],]+?)\([^)\n]*\)\s+in\s+"
-        r"(?P<path>(?:[A-Za-z]:)?[^\n:]+?):line\s+(?P<line>\d+)"
+    _shape(
+        r"\bat\s+(?P<func>[\w.`<>\[\],]++)\([^)\n]*+\)\s+in\s+"
+        r"(?P<path>(?:[A-Za-z]:)?[^\n:]++):line\s+(?P<line>\d+)"
     ),
     # gdb / lldb: #0  0x00007f in uv__io_poll (loop=0x1) at src/unix/linux.c:1234
     #             frame #0: 0x1 libuv.so`uv__io_poll(loop=0x1) at linux.c:1234:5
-    re.compile(
-        r"(?:^|\s)(?:frame\s+)?#\d+:?\s+(?:0x[0-9a-fA-F]+\s+(?:in\s+)?)?(?:[\w.+-]+`)?"
-        r"(?P<func>[A-Za-z_~][\w:~<>]*)\s*\([^\n]*?\)\s+at\s+(?P<path>[\w./\\:+-]+?\.\w+):(?P<line>\d+)"
+    _shape(
+        r"(?:^|\s)(?:frame\s+)?#\d+:?\s+(?:0x[0-9a-fA-F]++\s+(?:in\s+)?)?(?:[\w.+-]++`)?"
+        r"(?P<func>[A-Za-z_~][\w:~<>]*+)\s*\([^\n]*?\)\s+at\s+{P}:(?P<line>\d+)"
     ),
     # AddressSanitizer and friends: #3 0x4f2b1c in uv_run /home/u/libuv/src/unix/core.c:430:7
-    re.compile(
-        r"(?:^|\s)#\d+\s+0x[0-9a-fA-F]+\s+in\s+(?P<func>[A-Za-z_~][\w:~<>]*)(?:\([^)\n]*\))?\s+"
-        r"(?P<path>[\w./\\:+-]+?\.\w+):(?P<line>\d+)"
+    _shape(
+        r"(?:^|\s)#\d+\s+0x[0-9a-fA-F]++\s+in\s+(?P<func>[A-Za-z_~][\w:~<>]*+)"
+        r"(?:\([^)\n]*+\))?\s+{P}:(?P<line>\d+)"
     ),
     # Rust: panicked at src/main.rs:10:5 / panicked at 'msg', src/main.rs:10:5; and a
     # backtrace's frame: `12: bat::controller::Controller::run` then `at ./src/controller.rs:42:13`
-    re.compile(r"panicked at\s+(?:'[^'\n]*',\s*)?(?P<path>[\w./\\:-]+?\.rs):(?P<line>\d+)"),
-    re.compile(r"\d+:\s+(?P<func>[\w:<>]+)\s*\n\s*at\s+(?P<path>[\w./\\:-]+?\.rs):(?P<line>\d+)"),
-    # Go: main.(*T).f(0x1)\n\t/home/u/x/main.go:12 +0x1d
-    re.compile(
-        r"(?:(?P<func>[\w./*()-]+)\([^)\n]*\)\s*\n\s*)?(?P<path>[\w./\\:@-]+?\.go):(?P<line>\d+)"
-        r"\s+\+0x"
-    ),
+    _shape(r"panicked at\s+(?:'[^'\n]*+',\s*)?{P}:(?P<line>\d+)", ".rs"),
+    _shape(r"^\s*\d+:\s+(?P<func>[\w:<>]++)\s*\n\s*at\s+{P}:(?P<line>\d+)", ".rs"),
+    # Go: main.(*T).f(0x1) on the line before `\t/home/u/x/main.go:12 +0x1d` (see _go_func)
+    _shape(r"{P}:(?P<line>\d+)\s+\+0x", ".go"),
     # Ruby: lib/thor/runner.rb:42:in 'Thor::Runner#install' (or `install')
-    re.compile(
-        r"(?P<path>[\w./\\:-]+?\.(?:rb|rake)):(?P<line>\d+):in\s+[`'‘](?P<func>[^'’\n]+)['’]"
-    ),
+    _shape(r"{P}:(?P<line>\d+):in\s+[`'‘](?P<func>[^'’\n]++)['’]", ".rb", ".rake"),
     # PHP: #0 /src/Handler/CurlFactory.php(123): GuzzleHttp\Handler\CurlFactory->finish()
     #      … thrown in /src/Client.php on line 12 / in /src/Client.php:12
-    re.compile(
-        r"#\d+\s+(?P<path>[\w./\\:-]+?\.php)\((?P<line>\d+)\)(?::\s+(?P<func>[\w\\]+(?:->|::)\w+))?"
-    ),
-    re.compile(r"\bin\s+(?P<path>[\w./\\:-]+?\.php)(?::|\s+on\s+line\s+)(?P<line>\d+)"),
+    _shape(r"#\d+\s+{P}\((?P<line>\d+)\)(?::\s+(?P<func>[\w\\]++(?:->|::)\w+))?", ".php"),
+    _shape(r"\bin\s+{P}(?::|\s+on\s+line\s+)(?P<line>\d+)", ".php"),
     # Swift: Fatal error: …: file MyLib/Foo.swift, line 42
-    re.compile(r"\bfile\s+(?P<path>[\w./\\:-]+?\.swift),\s+line\s+(?P<line>\d+)"),
+    _shape(r"\bfile\s+{P},\s+line\s+(?P<line>\d+)", ".swift"),
 ]
+_GO_FUNC = re.compile(r"^\s*(\S+)\([^()\n]*\)\s*$")  # `github.com/x/chi.(*Mux).ServeHTTP(0xc0)`
+
+
+def _go_func(text: str, at: int) -> str | None:
+    """A Go frame's function: the line before its path line."""
+    end = text.rfind("\n", 0, at)
+    if end < 0:
+        return None
+    m = _GO_FUNC.match(text[text.rfind("\n", 0, end) + 1 : end])
+    return m.group(1) if m else None
 
 
 @dataclass(frozen=True)
@@ -91,12 +110,17 @@ def _last(func: str | None) -> str | None:
 
 def _spans(question: str) -> list[tuple[int, int, Frame]]:
     found: list[tuple[int, int, Frame]] = []
-    for rx in _SHAPES:
-        for m in rx.finditer(question):
+    for shape in _SHAPES:
+        for m in shape.rx.finditer(question):
             if any(a <= m.start() < b for a, b, _ in found):
                 continue  # one frame, one shape
             d = m.groupdict()
-            func = d.get("func") or None
+            base = re.split(r"[/\\]", d["path"])[-1]
+            if not any(base.endswith(x) if x else "." in base.strip(".") for x in shape.suffixes):
+                continue
+            func = d.get("func") or (
+                _go_func(question, m.start()) if ".go" in shape.suffixes else None
+            )
             found.append((m.start(), m.end(), Frame(d["path"], int(d["line"]), func, _last(func))))
     return sorted(found, key=lambda x: x[0])
 
