@@ -209,3 +209,22 @@ async def test_an_instance_answers_from_c_and_cpp_headers(sample) -> None:  # ty
     r = await app.retrieve("widget", "what does format_error hold?")
     assert "defines format_error" in {e["why"] for e in r.route["exact"]["code"]}
     assert r.sources[0].path == "include/fmt/format.h"
+
+
+def test_macros_in_a_row_and_before_a_qualified_type() -> None:
+    """CLI11's shape: a macro before another (`CLI11_NODISCARD CLI11_INLINE`), and one before a
+    qualified return type in a file where nothing else shows it is a macro."""
+    src = (
+        "namespace CLI {\n"
+        "CLI11_NODISCARD CLI11_INLINE std::string App::config_to_str() const {\n"
+        '    return "";\n'
+        "}\n"
+        "CLI11_INLINE std::vector<std::string> compute_argv() {\n"
+        "    return {};\n"
+        "}\n"
+        "}  // namespace CLI\n"
+    )
+    out = for_parser(src)
+    assert "CLI11_" not in out and "std::string App::config_to_str() const {" in out
+    _, symbols = chunk_code("include/CLI/impl/App_inl.hpp", src, words, 500)
+    assert [s.qualname for s in symbols] == ["CLI", "CLI.App.config_to_str", "CLI.compute_argv"]

@@ -278,10 +278,11 @@ def _names(node: Node, lang: str) -> list[tuple[str, Node, tuple[tuple[str, int,
 
 # Declarations that name a function: a named `export default function`, C's `#define F(x) …`.
 _CALLABLE_DECLS = frozenset({"export_statement", "preproc_function_def"})
-# C / C++: an include guard, `#if` branches and `extern "C" { … }` wrap a header's top level.
+# C / C++: an include guard, `#if` branches and `extern "C" { … }` wrap a header's top level
+# (and, where a macro the parser could not read broke it, an error node does).
 _C_BLOCKS = frozenset(
     {"preproc_ifdef", "preproc_if", "preproc_else", "preproc_elif", "preproc_elifdef",
-     "linkage_specification", "declaration_list"}
+     "linkage_specification", "declaration_list", "ERROR"}
 )  # fmt: skip
 
 

@@ -44,12 +44,18 @@ _PRIM = r"(?:void|int|char|short|long|unsigned|signed|float|double|bool|auto|siz
 _TOK = r"[A-Z_][A-Z0-9_]*[A-Z][A-Z0-9_]*"  # upper case, at least one letter besides "_"
 # Where a macro can only be a specifier: before a keyword (`UV_EXTERN int`), after a tag
 # (`class FMT_API error`), between a type and the declared function (`int ZEXPORT inflate(`),
-# after a parameter list (`void f() FMT_NOEXCEPT;`).
+# after a parameter list (`void f() FMT_NOEXCEPT;`), before a qualified type and a name.
 _STRONG = (
     re.compile(rf"\b({_TOK})[ \t]+{_KW}\b"),
     re.compile(rf"\b(?:class|struct|union)[ \t]+({_TOK})[ \t]+[A-Za-z_]"),
     re.compile(rf"\b{_PRIM}[ \t]*[*&]*[ \t]+({_TOK})[ \t]+[A-Za-z_]\w*[ \t]*\("),
     re.compile(rf"\)[ \t]*(?:const[ \t]+)?({_TOK})[ \t]*(?=[;{{=]|->|override\b|final\b)"),
+    # before a qualified return type and the declared name: `CLI11_INLINE std::string f(`
+    re.compile(
+        rf"^[ \t]*({_TOK})[ \t]+(?:[A-Za-z_]\w*::)+\w+(?:<[^;{{}}()\n]*>)?[ \t]*[*&]*[ \t]*"
+        r"[A-Za-z_~][\w:~]*[ \t]*\(",
+        re.M,
+    ),
 )
 _ALONE = re.compile(rf"^[ \t]*{_TOK}[ \t]*(\([^;{{}}]*\))?[ \t]*$")  # `FMT_BEGIN_NAMESPACE`
 # `CJSON_PUBLIC(cJSON *) cJSON_Parse(` — the macro wraps the return type: keep its argument.
@@ -101,6 +107,12 @@ def for_parser(source: str) -> str:
     code = "\n".join("" if p else line for line, p in zip(lines, pp, strict=True))
     scan = _NOISE.sub(lambda m: _spaces(m.group(0)), code)
     macros = {m.group(1) for rx in _STRONG for m in rx.finditer(scan)}
+    while True:  # one before another: `CLI11_NODISCARD CLI11_INLINE std::string f(`
+        known = "|".join(map(re.escape, sorted(macros)))
+        more = {m.group(1) for m in re.finditer(rf"\b({_TOK})[ \t]+(?:{known})\b", scan)}
+        if not known or more <= macros:
+            break
+        macros |= more
     every = (
         re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(macros))) + r")\b") if macros else None
     )
