@@ -389,3 +389,35 @@ def test_review_cases() -> None:
     ]
     php = "<?php\nnamespace GuzzleHttp;\ndeclare(strict_types=1);\n"
     assert code_lines(php, {"guzzlehttp", "strict"}, skip=0, lang="php") == []
+
+
+def test_members_that_compile_to_methods_are_definitions() -> None:
+    """C# properties, events, indexers and operators (where .NET documents an option and its
+    default), Kotlin's secondary constructors and Swift's subscripts: symbols, so a question
+    naming one is an exact hit."""
+    cs = (
+        "public class RetryStrategyOptions\n{\n"
+        "    /// <summary>The maximum number of retries. Default is 3.</summary>\n"
+        "    public int MaxRetryAttempts { get; set; } = 3;\n"
+        "    public event EventHandler Other { add { } remove { } }\n"
+        "    public int this[int i] => i;\n"
+        "    public static Delay operator +(Delay a, Delay b) => a;\n"
+        "    public static implicit operator int(Delay d) => 0;\n"
+        "    private int _attempts;\n"
+        "}\n"
+    )
+    _, symbols = chunk_code("src/RetryStrategyOptions.cs", cs, words, 500)
+    assert sym_table(symbols) == [
+        ("RetryStrategyOptions", "class", 1, 10),
+        ("RetryStrategyOptions.MaxRetryAttempts", "method", 4, 4),
+        ("RetryStrategyOptions.Other", "method", 5, 5),
+        ("RetryStrategyOptions.this", "method", 6, 6),
+        ("RetryStrategyOptions.operator+", "method", 7, 7),
+        ("RetryStrategyOptions.operatorint", "method", 8, 8),
+    ]  # `_attempts`: a field
+    kt = "class Foo(val a: Int) {\n    constructor(s: String) : this(s.length) {\n    }\n}\n"
+    assert [s.qualname for s in chunk_code("a/Foo.kt", kt, words, 500)[1]] == [
+        "Foo", "Foo.constructor",
+    ]  # fmt: skip
+    sw = "struct M {\n    subscript(i: Int) -> Int { return i }\n}\n"
+    assert [s.qualname for s in chunk_code("a/M.swift", sw, words, 500)[1]] == ["M", "M.subscript"]

@@ -56,6 +56,12 @@ _CSHARP_DEFS = {
     "method_declaration": "method",
     "constructor_declaration": "method",
     "local_function_statement": "function",
+    # members that compile to methods: where .NET documents an option and its default
+    "property_declaration": "method",
+    "event_declaration": "method",
+    "indexer_declaration": "method",
+    "operator_declaration": "method",
+    "conversion_operator_declaration": "method",
 }
 _PHP_DEFS = {
     "class_declaration": "class",
@@ -69,6 +75,7 @@ _KOTLIN_DEFS = {
     "class_declaration": "class",  # also interface / enum class: def_kind reads the keyword
     "object_declaration": "class",
     "function_declaration": "function",
+    "secondary_constructor": "method",
 }
 _SWIFT_DEFS = {
     "class_declaration": "class",  # also struct / enum / extension / actor: declaration_kind
@@ -76,6 +83,7 @@ _SWIFT_DEFS = {
     "function_declaration": "function",
     "protocol_function_declaration": "method",
     "init_declaration": "method",
+    "subscript_declaration": "method",
     "typealias_declaration": "type",
 }
 _C_DEFS = {
@@ -278,6 +286,8 @@ def def_name(node: Node) -> str | None:
         parent = node.parent
         if node.child_by_field_name("name") is None and parent and parent.type == "type_definition":
             return norm_name(node_text(parent.child_by_field_name("declarator"))) or None
+    if t in _UNNAMED:  # (a Swift subscript's `name` field is its return type)
+        return _UNNAMED[t]
     name_node = node.child_by_field_name("name")
     if name_node is None and t == "function_definition":  # C / C++ declarator chain
         d = node.child_by_field_name("declarator")
@@ -285,7 +295,23 @@ def def_name(node: Node) -> str | None:
             nxt = d.child_by_field_name("declarator")
             d = nxt or next((c for c in d.named_children if c.type.endswith("declarator")), None)
         name_node = d.child_by_field_name("declarator") if d is not None else None
-    return (norm_name(node_text(name_node)) or None) if name_node is not None else None
+    if name_node is None:
+        return _operator_name(node)
+    return norm_name(node_text(name_node)) or None
+
+
+# Members the grammar gives no name: named as their language calls them.
+_UNNAMED = {"indexer_declaration": "this", "secondary_constructor": "constructor",
+            "subscript_declaration": "subscript"}  # fmt: skip
+
+
+def _operator_name(node: Node) -> str | None:
+    """C#'s `operator +` and `implicit operator int`: ``operator+``, ``operatorint``."""
+    if node.type == "operator_declaration":
+        return "operator" + node_text(node.child_by_field_name("operator")).strip() or None
+    if node.type == "conversion_operator_declaration":
+        return "operator" + norm_name(node_text(node.child_by_field_name("type"))) or None
+    return None
 
 
 _SWIFT_KINDS = {"struct": "struct", "enum": "enum", "extension": "impl", "protocol": "interface"}
