@@ -7,6 +7,7 @@ import pytest
 from tree_sitter import Node, Parser
 
 from core.answer.quotable import code_quotes
+from core.answer.signature import definition
 from core.chunk.code import chunk_code
 from core.chunk.code_langs import language
 from core.chunk.cpre import for_parser, header_language
@@ -133,9 +134,9 @@ def test_specifier_macros_are_blanked_in_place() -> None:
 )
 def test_what_is_not_a_specifier_macro_is_left_alone(src: str) -> None:
     out = for_parser(src)
-    if "GREEN" in src:
-        assert out.count("\n") == src.count("\n")  # blanked or not, the parse is unharmed
-        assert _errors(out, "c") == 0
+    if "GREEN" in src:  # blanked (it stands alone), and the parse is unharmed
+        assert "GREEN" not in out and _errors(out, "c") == 0
+        assert [s.qualname for s in chunk_code("c.h", src, words, 500)[1]] == ["color"]
     else:
         assert out == src
 
@@ -150,8 +151,11 @@ def test_a_c_header_reads_by_symbol_with_its_macros() -> None:
     assert ("UV_VERSION_MAJOR", "constant", 8, 8) in table
     assert ("UV_VERSION_HEX", "function", 9, 9) in table
     assert not [s for s in symbols if s.name == "UV_H"][1:]  # named once
-    first = chunks[0].text.split("\n", 1)[0]
-    assert first.count("UV_EXTERN") <= 1
+    twice = (
+        "#ifdef _WIN32\n#define UV_EXTERN __declspec(dllimport)\n#else\n#define UV_EXTERN\n#endif\n"
+    )
+    first = chunk_code("include/uv.h", twice, words, 500)[0][0].text.split("\n", 1)[0]
+    assert first == "include/uv.h › UV_EXTERN"  # defined in two branches, named once
 
 
 def test_a_cpp_header_named_h_reads_by_symbol() -> None:
@@ -188,9 +192,11 @@ def test_a_c_quote_reads_the_definition_line() -> None:
         "`template <typename T> constexpr auto num_bits() -> int`"
     )
     # a statement is not a definition line
-    assert code_quotes("  return uv__run(loop, mode);\n  else if (x) f(y);\n", None, "c") == [
-        "`return uv__run(loop, mode);`"
-    ]
+    for lang in ("c", "cpp"):
+        assert (
+            definition(["  return uv__run(loop, mode);", "  else if (x) f(y);"], None, lang) is None
+        )
+        assert definition(["  x = run(loop);", "  delete make(x);"], None, lang) is None
 
 
 @pytest.mark.asyncio
@@ -228,3 +234,52 @@ def test_macros_in_a_row_and_before_a_qualified_type() -> None:
     assert "CLI11_" not in out and "std::string App::config_to_str() const {" in out
     _, symbols = chunk_code("include/CLI/impl/App_inl.hpp", src, words, 500)
     assert [s.qualname for s in symbols] == ["CLI", "CLI.App.config_to_str", "CLI.compute_argv"]
+
+
+@pytest.mark.parametrize(
+    ("path", "src", "want"),
+    [
+        # a return type and a calling convention on their own lines (GNU, EDK2, ReactOS style)
+        ("nt.c", "NTSTATUS\nNTAPI\nDriverEntry(PDRIVER_OBJECT d)\n{\n  return 0;\n}\n",
+         ["DriverEntry"]),
+        ("edk2.c", "EFI_STATUS\nEFIAPI\nUefiMain (\n  IN EFI_HANDLE h\n  )\n{\n  return 0;\n}\n"
+         "STATIC\nUINTN\nCountItems (\n  VOID\n  )\n{\n  return 1;\n}\n",
+         ["UefiMain", "CountItems"]),
+        # a value after a cast, a variable after a macro that wraps its type
+        ("null.c", "char *p = (char *) NULL;\nint f(char *s) {\n  return s == NULL;\n}\n",
+         ["f", "p"]),
+        ("termcap.h", "extern NCURSES_EXPORT_VAR(char) PC;\n"
+         "extern NCURSES_EXPORT_VAR(char *) UP;\n", ["PC", "UP"]),
+        # a type the file defines: east const, a struct tag, a typedef, a qualified method
+        ("east.c", "typedef unsigned long DWORD;\nDWORD const flags = 0;\n"
+         "DWORD count(DWORD n) {\n  return n;\n}\n", ["count", "flags"]),
+        ("point.c", "struct POINT {\n  int x;\n};\nstruct POINT origin;\n"
+         "int norm(struct POINT p) {\n  return p.x;\n}\n", ["POINT", "norm", "origin"]),
+        ("app.cpp", "typedef unsigned int UINT32;\n"
+         "BOOL CMyApp::InitInstance() {\n  return TRUE;\n}\n"
+         "UINT32 Parser::read() {\n  return 0;\n}\n", ["CMyApp.InitInstance", "Parser.read"]),
+        # Windows line ends
+        ("crlf.h", "#ifndef X_H\r\n#define X_H\r\nFMT_BEGIN_NAMESPACE\r\n"
+         "class FMT_API format_error : public std::runtime_error {\r\n"
+         " public:\r\n  int x;\r\n};\r\n"
+         "FMT_END_NAMESPACE\r\n#endif\r\n", ["format_error", "X_H"]),
+    ],
+)  # fmt: skip
+def test_what_a_specifier_macro_is_not(path: str, src: str, want: list[str]) -> None:
+    """The shapes a macro rule could take for a macro, and must not (review of 2026-12-06)."""
+    out = for_parser(src)
+    assert len(out.encode()) == len(src.encode()) and out.count("\n") == src.count("\n")
+    assert [s.qualname for s in chunk_code(path, src, words, 500)[1]] == want
+
+
+def test_only_a_template_s_parameters_lose_a_macro_call() -> None:
+    src = "void g(void) {\n  use(a, FIELD(a)->next);\n}\n"
+    assert for_parser(src) == src
+    src = "template <typename T, FMT_ENABLE_IF(is_x<T>::value)>\nauto f(T v) -> T;\n"
+    assert "FMT_ENABLE_IF" not in for_parser(src)
+
+
+def test_blanking_keeps_utf8_offsets() -> None:
+    src = "FMT_BEGIN_NAMESPACE // café\nclass FMT_API é_error {};\n"
+    out = for_parser(src)
+    assert [len(x.encode()) for x in out.split("\n")] == [len(x.encode()) for x in src.split("\n")]

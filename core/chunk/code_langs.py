@@ -308,9 +308,11 @@ _UNNAMED = {"indexer_declaration": "this", "secondary_constructor": "constructor
 def _operator_name(node: Node) -> str | None:
     """C#'s `operator +` and `implicit operator int`: ``operator+``, ``operatorint``."""
     if node.type == "operator_declaration":
-        return "operator" + node_text(node.child_by_field_name("operator")).strip() or None
+        op = node_text(node.child_by_field_name("operator")).strip()
+        return f"operator{op}" if op else None
     if node.type == "conversion_operator_declaration":
-        return "operator" + norm_name(node_text(node.child_by_field_name("type"))) or None
+        typ = norm_name(node_text(node.child_by_field_name("type")))
+        return f"operator{typ}" if typ else None
     return None
 
 

@@ -31,41 +31,49 @@ def _shape(pattern: str, *suffixes: str) -> _Shape:
 
 
 # Each shape as that language prints it; a frame found by one is not read again by another.
+# Spaces and tabs only ([ \t], never \s) where a frame is one line: a pattern that may cross
+# lines is read again from every line start.
 _SHAPES = [
     # Python: File "x.py", line 12, in f
     _shape(r'File "(?P<path>[^"\n]++)", line (?P<line>\d+)(?:, in (?P<func>[\w<>]+))?'),
     # Java, Kotlin, JavaScript: at a.b.C.f(C.java:12) / at f (lib/x.js:12:5)
-    _shape(r"\bat\s+(?P<func>[\w.$<>]++)\s*\({P}:(?P<line>\d+)"),
+    _shape(r"\bat[ \t]+(?P<func>[\w.$<>]++)[ \t]*\({P}:(?P<line>\d+)"),
     # .NET: at A.B.C.M[T](Int32 x) in /src/X.cs:line 42
     _shape(
-        r"\bat\s+(?P<func>[\w.`<>\[\],]++)\([^)\n]*+\)\s+in\s+"
-        r"(?P<path>(?:[A-Za-z]:)?[^\n:]++):line\s+(?P<line>\d+)"
+        r"\bat[ \t]+(?P<func>[\w.`<>\[\],]++)\([^)\n]*+\)[ \t]+in[ \t]+"
+        r"(?P<path>(?:[A-Za-z]:)?[^\n:]++):line[ \t]+(?P<line>\d+)"
     ),
-    # gdb / lldb: #0  0x00007f in uv__io_poll (loop=0x1) at src/unix/linux.c:1234
-    #             frame #0: 0x1 libuv.so`uv__io_poll(loop=0x1) at linux.c:1234:5
+    # gdb / lldb, at a line's start: #0  0x00007f in uv__io_poll (loop=0x1) at src/unix/linux.c:1234
+    #                                 * frame #0: 0x1 libuv.so`uv__io_poll(loop=0x1) at linux.c:12:5
     _shape(
-        r"(?:^|\s)(?:frame\s+)?#\d+:?\s+(?:0x[0-9a-fA-F]++\s+(?:in\s+)?)?(?:[\w.+-]++`)?"
-        r"(?P<func>[A-Za-z_~][\w:~<>]*+)\s*\([^\n]*?\)\s+at\s+{P}:(?P<line>\d+)"
+        r"^[ \t]*(?:\*[ \t]*)?(?:frame[ \t]+)?#\d+:?[ \t]+(?:0x[0-9a-fA-F]++[ \t]+(?:in[ \t]+)?)?"
+        r"(?:[\w.+-]++`)?(?P<func>[A-Za-z_~][\w:~<>]*+)[ \t]*\([^\n]*?\)[ \t]+at[ \t]+{P}"
+        r":(?P<line>\d+)"
     ),
     # AddressSanitizer and friends: #3 0x4f2b1c in uv_run /home/u/libuv/src/unix/core.c:430:7
     _shape(
-        r"(?:^|\s)#\d+\s+0x[0-9a-fA-F]++\s+in\s+(?P<func>[A-Za-z_~][\w:~<>]*+)"
-        r"(?:\([^)\n]*+\))?\s+{P}:(?P<line>\d+)"
+        r"^[ \t]*#\d+[ \t]+0x[0-9a-fA-F]++[ \t]+in[ \t]+(?P<func>[A-Za-z_~][\w:~<>]*+)"
+        r"(?:\([^)\n]*+\))?[ \t]+{P}:(?P<line>\d+)"
     ),
     # Rust: panicked at src/main.rs:10:5 / panicked at 'msg', src/main.rs:10:5; and a
     # backtrace's frame: `12: bat::controller::Controller::run` then `at ./src/controller.rs:42:13`
-    _shape(r"panicked at\s+(?:'[^'\n]*+',\s*)?{P}:(?P<line>\d+)", ".rs"),
-    _shape(r"^\s*\d+:\s+(?P<func>[\w:<>]++)\s*\n\s*at\s+{P}:(?P<line>\d+)", ".rs"),
+    _shape(r"panicked at[ \t]+(?:'[^'\n]*+',[ \t]*)?{P}:(?P<line>\d+)", ".rs"),
+    _shape(
+        r"^[ \t]*\d+:[ \t]+(?P<func>[\w:<>]++)[ \t]*\r?\n[ \t]*at[ \t]+{P}:(?P<line>\d+)", ".rs"
+    ),
     # Go: main.(*T).f(0x1) on the line before `\t/home/u/x/main.go:12 +0x1d` (see _go_func)
-    _shape(r"{P}:(?P<line>\d+)\s+\+0x", ".go"),
+    _shape(r"{P}:(?P<line>\d+)[ \t]+\+0x", ".go"),
     # Ruby: lib/thor/runner.rb:42:in 'Thor::Runner#install' (or `install')
-    _shape(r"{P}:(?P<line>\d+):in\s+[`'‘](?P<func>[^'’\n]++)['’]", ".rb", ".rake"),
+    _shape(r"{P}:(?P<line>\d+):in[ \t]+[`'‘](?P<func>[^'’\n]++)['’]", ".rb", ".rake"),
     # PHP: #0 /src/Handler/CurlFactory.php(123): GuzzleHttp\Handler\CurlFactory->finish()
     #      … thrown in /src/Client.php on line 12 / in /src/Client.php:12
-    _shape(r"#\d+\s+{P}\((?P<line>\d+)\)(?::\s+(?P<func>[\w\\]++(?:->|::)\w+))?", ".php"),
-    _shape(r"\bin\s+{P}(?::|\s+on\s+line\s+)(?P<line>\d+)", ".php"),
+    _shape(
+        r"^[ \t]*#\d+[ \t]+{P}\((?P<line>\d+)\)(?::[ \t]+(?P<func>[\w\\]++(?:->|::)\w+))?",
+        ".php",
+    ),
+    _shape(r"\bin[ \t]+{P}(?::|[ \t]+on[ \t]+line[ \t]+)(?P<line>\d+)", ".php"),
     # Swift: Fatal error: …: file MyLib/Foo.swift, line 42
-    _shape(r"\bfile\s+{P},\s+line\s+(?P<line>\d+)", ".swift"),
+    _shape(r"\bfile[ \t]+{P},[ \t]+line[ \t]+(?P<line>\d+)", ".swift"),
 ]
 _GO_FUNC = re.compile(r"^\s*(\S+)\([^()\n]*\)\s*$")  # `github.com/x/chi.(*Mux).ServeHTTP(0xc0)`
 
@@ -133,9 +141,9 @@ def frames(question: str) -> list[Frame]:
 # A backtrace line's number where the frame has no file (`#3 0x7f in __libc_start_main () from
 # /lib/libc.so.6`, PHP's `#1 {main}`).
 _NUMBERED = re.compile(
-    r"(?m)^(\s*(?:frame\s+)?)(#\d+)"
-    r"(?=:?\s+(?:0x[0-9a-fA-F]|\{main\}|[\w:~<>]+\s*\([^)\n]*\)\s+(?:at|from)\s))"
-)
+    r"(?m)^([ \t]*(?:\*[ \t]*)?(?:frame[ \t]+)?)(#\d+)(?=:?[ \t]+(?:0x[0-9a-fA-F]|\{main\}|"
+    r"[\w:~<>]+[ \t]*\([^)\n]*\)[ \t]+(?:at|from)[ \t]+[^\s/.]*[/.]))"
+)  # a number before a file's path (`at x.c:1`, `from /lib/…`), not `#123 fetch() from cache`
 
 
 def without_frames(question: str) -> str:
@@ -149,9 +157,14 @@ def without_frames(question: str) -> str:
 
 def suffixes(path: str) -> list[str]:
     """The paths a frame's file may be indexed under, longest first: its components from each
-    one on (``/home/u/libuv/src/unix/core.c`` … ``src/unix/core.c``, ``unix/core.c``,
-    ``core.c``), leaving out the drive, ``.`` and ``..``."""
+    one on (``/home/u/libuv/src/unix/core.c`` … ``src/unix/core.c``, ``unix/core.c``), leaving
+    out the drive, ``.`` and ``..``. A file in a folder keeps one folder (``json/__init__.py``
+    from the standard library is not the repository's ``__init__.py``), except after a Go
+    module cache's ``module@version`` folder: the repository's own root."""
     parts = [p for p in re.split(r"[/\\]+", path) if p and p not in (".", "..")]
     if parts and re.fullmatch(r"[A-Za-z]:", parts[0]):
         parts = parts[1:]
-    return ["/".join(parts[i:]) for i in range(len(parts))]
+    out = ["/".join(parts[i:]) for i in range(max(1, len(parts) - 1))]
+    if len(parts) > 1 and "@" in parts[-2]:
+        out.append(parts[-1])
+    return out
