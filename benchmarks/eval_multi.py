@@ -77,6 +77,7 @@ TEAMS = {
     "rust": ["bat", "fd", "just"],
     "ruby": ["rack", "thor"],
     "java": ["gson", "jsoup"],
+    "c": ["cli11", "curl"],  # C and C++ (added 2026-12-06 with those sets; org runs before: 18)
 }
 
 
