@@ -16,7 +16,7 @@ from typing import Any
 
 from core.models import Collection
 from core.retrieve.repos import issue_refs, named
-from core.retrieve.traces import frames, without_frames
+from core.retrieve.traces import read
 
 _ISSUE_URL = re.compile(r"https?://[^\s]+/(?:issues|pull)/(\d+)")
 _ISSUE_REF = re.compile(
@@ -132,8 +132,10 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     r = Route()
     q = question
     nums = [int(m) for m in _ISSUE_URL.findall(q)]
-    trace = frames(q)
-    for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", without_frames(q))):
+    # A trace's paths and names are its frames' (the crash site first); the rest of its text
+    # (arguments, addresses, the library a frame is from, a backtrace's #N) names nothing.
+    trace, bare = read(q)
+    for a, b in _ISSUE_REF.findall(_ISSUE_URL.sub(" ", bare)):
         nums.append(int(a or b))
     if aliases:
         r.repos = named(q, aliases)
@@ -149,9 +151,6 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     for m in _ERROR.finditer(q):
         r.errors.append(m.group(0).strip()[:200])
 
-    # A trace's paths and names are its frames' (the crash site first); the rest of its text
-    # (arguments, addresses, the library a frame is from) names nothing.
-    bare = without_frames(q) if trace else q
     found = [p for p in _PATH.findall(bare) if not p.startswith("http")]
     r.paths = _dedupe([f.path for f in trace] + found)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Frame", "frames", "suffixes", "without_frames"]
+__all__ = ["Frame", "frames", "read", "suffixes", "without_frames"]
 
 # A path as a trace prints it: one run of path characters (after a drive), read possessively and
 # only from the run's start — a long run is read once, not once per character (these regexes
@@ -135,7 +135,7 @@ def _spans(question: str) -> list[tuple[int, int, Frame]]:
 
 def frames(question: str) -> list[Frame]:
     """The stack-trace frames of ``question``, in the order they appear."""
-    return [f for _, _, f in _spans(question)]
+    return read(question)[0]
 
 
 # A backtrace line's number where the frame has no file (`#3 0x7f in __libc_start_main () from
@@ -149,10 +149,20 @@ _NUMBERED = re.compile(
 def without_frames(question: str) -> str:
     """``question`` with its frames, and a backtrace's frame numbers, blanked: ``#1`` there is
     no issue."""
-    out = question
-    for a, b, _ in _spans(question):
-        out = out[:a] + " " * (b - a) + out[b:]
-    return _NUMBERED.sub(lambda m: m.group(1) + " " * len(m.group(2)), out)
+    return read(question)[1]
+
+
+def read(question: str) -> tuple[list[Frame], str]:
+    """:func:`frames` and :func:`without_frames` of ``question``, its frames found once."""
+    spans = _spans(question)
+    pieces, at = [], 0
+    for a, b, _ in spans:
+        pieces += [question[at:a], " " * (b - a)]
+        at = b
+    bare = "".join(pieces) + question[at:]
+    return [f for _, _, f in spans], _NUMBERED.sub(
+        lambda m: m.group(1) + " " * len(m.group(2)), bare
+    )
 
 
 def suffixes(path: str) -> list[str]:
