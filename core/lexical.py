@@ -72,17 +72,21 @@ def query_terms(text: str, max_terms: int = 32) -> list[str]:
 _WORD = re.compile(r"[A-Za-zÀ-ÿ_][A-Za-zÀ-ÿ0-9_]*")
 
 
-def terms(text: str) -> list[str]:
+def terms(text: str, folded: bool = True) -> list[str]:
     """Lower-cased words, identifiers split too (``parse_config``/``parseConfig`` → parse, config),
-    stop words removed, crude plural folding. Splitting and stop words are
-    lexical search's; used to compare texts word by word (quotes, support, the fake embedder)."""
+    stop words removed, crude plural folding (:func:`fold`; ``folded=False``: the same words as
+    written, one for one). Splitting and stop words are lexical search's; used to compare texts
+    word by word (quotes, support, the fake embedder)."""
     out: list[str] = []
     for w in _WORD.findall(text):
         ps = parts(w)
         for p in [w.lower(), *ps] if len(ps) > 1 else [w.lower()]:
             if len(p) < 2 or p in STOP:
                 continue
-            if len(p) > 4 and p.endswith("s") and not p.endswith("ss"):
-                p = p[:-1]
-            out.append(p)
+            out.append(fold(p) if folded else p)
     return out
+
+
+def fold(word: str) -> str:
+    """The crude plural folding of :func:`terms` (``options`` → ``option``; ``class`` kept)."""
+    return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word

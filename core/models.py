@@ -45,12 +45,12 @@ MAX_QUESTION_CHARS = 4000
 
 
 # Test code by its path: a tests/test/spec folder (any case), or a test file name in the common
-# conventions (test_x.py, tests.py, x_test.go, x.test.ts, x.spec.js, x.cy.ts, XTest.java,
-# XTests.cs, conftest.py). A "testing/" package is left alone: in libraries it is often public
-# API (numpy.testing).
+# conventions (test_x.py, tests.py, Rust's tests.rs, x_test.go, x.test.ts, x.spec.js, x.cy.ts,
+# XTest.java, XTests.cs, conftest.py). A "testing/" package is left alone: in libraries it is
+# often public API (numpy.testing).
 _TEST_DIR = re.compile(r"(^|/)(tests?|__tests__|specs?)/", re.IGNORECASE)
 _TEST_FILE = re.compile(
-    r"(^|/)(test_[^/]+|tests\.py|[^/]+_test\.[a-z]+|[^/]+\.(test|spec|cy)\.[a-z]+|"
+    r"(^|/)(test_[^/]+|tests\.(py|rs)|[^/]+_test\.[a-z]+|[^/]+\.(test|spec|cy)\.[a-z]+|"
     r"[^/]*[a-z0-9]Tests?\.[a-z]+|conftest\.py)$"
 )
 
@@ -60,6 +60,13 @@ def is_test_path(path: str | None) -> bool:
     if not path:
         return False
     return bool(_TEST_DIR.search(path) or _TEST_FILE.search(path))
+
+
+def is_test_code(path: str | None, kind: str | None) -> bool:
+    """True for a code chunk of test code: in a test file (:func:`is_test_path`), or test code
+    inside a source file (kind ``test``: Rust's ``#[cfg(test)]`` modules and ``#[test]``
+    functions, ``chunk.code_parse.test_spans``)."""
+    return kind == "test" or is_test_path(path)
 
 
 @dataclass(frozen=True)

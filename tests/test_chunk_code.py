@@ -335,6 +335,52 @@ def test_rust() -> None:
     ]
 
 
+RUST_TESTS = """pub fn parse(s: &str) -> u32 {
+    s.len() as u32
+}
+
+#[cfg(not(test))]
+fn only_in_release() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses() {
+        assert_eq!(parse("ab"), 2);
+    }
+}
+
+mod inner {
+    pub fn real() {}
+
+    // why it matters
+    #[tokio::test]
+    async fn runs() {}
+}
+
+#[cfg(all(test, feature = "slow"))]
+mod slow {
+    fn long() {}
+}
+"""
+
+
+def test_rust_tests_beside_the_code_are_test_chunks() -> None:
+    """Rust keeps unit tests in the file they test: items under `#[cfg(test)]` (also in
+    `all(…)`, never `not(test)`) and functions under a test attribute are chunks of kind
+    `test`, which the store reads as test code; the code around them is not."""
+    chunks, _ = chunk_code("src/parse.rs", RUST_TESTS, words, 20)
+    kinds = {(c.symbol or "", c.start_line): c.kind for c in chunks}
+    assert kinds[("parse", 1)] == "function"
+    assert kinds[("only_in_release", 5)] == "function"
+    assert {k for (s, _), k in kinds.items() if s.startswith("tests")} == {"test"}
+    assert kinds[("inner.real", 19)] == "function"
+    assert kinds[("inner.runs", 21)] == "test"  # with the comment above its attribute
+    assert {k for (s, _), k in kinds.items() if s.startswith("slow")} == {"test"}
+
+
 JAVA = """package com.example;
 
 import java.util.List;

@@ -75,6 +75,32 @@ def test_declarations_comment_share_and_their_kind_crosses() -> None:
     assert x[1, f["comment_share_howto"]] == 0.0 and x[0, f["comment_share_howto"]] > 0.1
 
 
+def test_symbol_names_meet_the_questions_plural_folded_words_and_example_folders() -> None:
+    """``sym_match`` folds a symbol's parts as the question's terms are folded ("options" →
+    "option"), so ``Thor.Options`` meets "unknown options"; an ``_examples/`` folder (chi's) is
+    an example folder."""
+    question = "Why are unknown options not rejected by the parser?"
+    ctx = Context.of(question, [], analyse(question), {"howto": 0.0, "code": 1.0, "issues": 0.0,
+                                                       "bug": 0.0}, "en")  # fmt: skip
+    cands = [
+        _cand(
+            "lib/thor/parser/options.rb",
+            "class",
+            "lib/thor/parser/options.rb › Thor.Options\nclass Options < Arguments\nend",
+            0.8,
+        ),
+        _cand("_examples/rest/main.go", "function", LOGIC, 0.8),
+        _cand("examples/rest/main.go", "function", LOGIC, 0.8),
+        _cand("src/my_examples.go", "function", LOGIC, 0.8),
+    ]
+    assert cands[0].chunk is not None
+    cands[0].chunk.symbol = "Thor.Options"
+    x = matrix(cands, ctx)
+    f = {n: i for i, n in enumerate(FEATURES)}
+    assert x[0, f["sym_match"]] == 1.0
+    assert [x[i, f["is_example"]] for i in (1, 2, 3)] == [1.0, 1.0, 0.0]
+
+
 def test_document_coverage_weighs_rare_terms_and_is_crossed_with_the_kinds() -> None:
     """Coverage: the idf-weighted share of the question's terms the candidate's whole document
     holds; a term held by every document weighs least, one held by none is left out."""

@@ -53,6 +53,16 @@ def test_identifiers_of_every_shape() -> None:
     assert {"parse_config", "parseConfig", "click.core.Option"} <= set(r.identifiers)
 
 
+def test_scoped_names_are_identifiers_written_as_the_symbol_table_writes_them() -> None:
+    """C++, Rust, Ruby and PHP write scopes with `::`; the symbol table with dots."""
+    r = analyse("With Rack::Deflater, BodyProxy close callbacks run twice")
+    assert r.identifiers == ["Rack.Deflater", "BodyProxy"]
+    assert analyse("CLI::Range(1, 10) prints the wrong message").identifiers == ["CLI.Range"]
+    r = analyse("does `PrettyPrinter::highlight(3)` or `crate::config::Config` panic?")
+    assert {"PrettyPrinter.highlight", "crate.config.Config"} <= set(r.identifiers)
+    assert analyse("use a::b here").identifiers == []  # too short to be a name
+
+
 def test_paths_and_stack_traces() -> None:
     trace = (
         "Traceback (most recent call last):\n"

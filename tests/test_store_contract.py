@@ -82,6 +82,7 @@ SYMBOLS = [
     Symbol("parse_config", "parse_config", "function", "src/widget/config.py", 5, 7, ("load",)),
     Symbol("Renderer", "Renderer", "class", "src/widget/config.py", 10, 13),
     Symbol("draw", "Renderer.draw", "method", "src/widget/config.py", 12, 13),
+    Symbol("render_er", "render_er", "function", "src/widget/config.py", 15, 16),
     Symbol("test_parse", "test_parse", "function", "tests/test_config.py", 1, 2,
            ("parse_config", "ParseConfig")),
 ]  # fmt: skip
@@ -235,6 +236,9 @@ async def test_symbols_by_any_name_and_their_definition_rows(
     _, r = built
     for name in ("parse_config", "parseConfig", "ParseConfig"):
         assert [s.qualname for s in await r.symbols(name)] == ["parse_config"], name
+    # Another spelling only when nothing has the name as written: the class, not the method.
+    assert [s.qualname for s in await r.symbols("Renderer")] == ["Renderer"]
+    assert [s.qualname for s in await r.symbols("renderer")] == ["Renderer", "render_er"]
     assert [s.qualname for s in await r.symbols("Renderer.draw")] == ["Renderer.draw"]
     assert [s.qualname for s in await r.symbols("draw")] == ["Renderer.draw"]
     rows = await r.definition_rows("parse_config")
@@ -275,7 +279,9 @@ async def test_what_the_next_build_carries_over(built: tuple[IndexStore, Any]) -
         ("code", "parse_config"), ("code", "Renderer.draw"), ("issues", None),
     ]  # fmt: skip
     assert np.allclose(kept[0][1], VECTORS["code"][0]) and np.allclose(kept[2][1], unit(5))
-    assert {s.qualname for s in symbols} == {"parse_config", "Renderer", "Renderer.draw"}
+    assert {s.qualname for s in symbols} == {
+        "parse_config", "Renderer", "Renderer.draw", "render_er",
+    }  # fmt: skip
     assert next(s for s in symbols if s.name == "parse_config").calls == ("load",)
     assert await r.carried(set()) == ([], [])
 
@@ -361,6 +367,33 @@ async def test_test_code_rows_by_path(built: tuple[IndexStore, Any]) -> None:
     assert r.tests("code", [0, 1, 2]) == {2}  # tests/test_config.py
     assert r.tests("code", [0, 1]) == set()
     assert r.tests("docs", [0, 1]) == set()  # docs about testing are docs
+
+
+@pytest.mark.asyncio
+async def test_test_code_rows_by_kind_inside_a_source_file(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    """Rust keeps its tests beside the code: a chunk the chunker marked ``test`` is test code
+    in a file whose path says nothing; so is a ``tests.rs`` module file."""
+    store = make_store()
+    code = [
+        chunk("code", "src/lib.rs", "src/lib.rs › parse\nfn parse() {}", path="src/lib.rs",
+              start_line=1, end_line=1, symbol="parse", kind="function"),
+        chunk("code", "src/lib.rs", "src/lib.rs › tests.parses\n#[test]\nfn parses() {}",
+              path="src/lib.rs", start_line=3, end_line=5, symbol="tests.parses", kind="test"),
+        chunk("code", "src/tests.rs", "src/tests.rs › helper\nfn helper() {}",
+              path="src/tests.rs", start_line=1, end_line=1, symbol="helper", kind="function"),
+    ]  # fmt: skip
+    async with store.writer("rusty") as w:
+        await w.add_chunks("code", code, np.stack([unit(0), unit(1), unit(2)]))
+        await w.set_meta("stamp", {"schema": store.schema, "embedder": "test", "dim": DIM})
+        await w.commit()
+    r = await store.open_live("rusty")
+    assert r is not None
+    try:
+        assert r.tests("code", [0, 1, 2]) == {1, 2}
+    finally:
+        await r.close()
 
 
 # -- an instance over several repositories -----------------------------------------------------

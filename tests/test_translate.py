@@ -245,6 +245,30 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
 
 
 @pytest.mark.asyncio
+async def test_a_translated_word_the_index_holds_only_as_written_is_kept(tmp_path: Path) -> None:
+    """Translated words are plural-folded like every term ("strategies" → "strategie"); the
+    index holds "strategies" as written, so that form joins the query — it was dropped as a
+    word no document holds."""
+    repo = tmp_path / "retrying"
+    make_repo(repo, {
+        "README.md": "# retrying\n\n## Backoff\n\nThree backoff strategies ship with it: "
+                     "fixed, linear and exponential.\n",
+        "src/main.py": "def run(argv):\n    return 0\n",
+    })  # fmt: skip
+    inst = tmp_path / "instances"
+    inst.mkdir()
+    (inst / "r.yaml").write_text(f"repo: {{path: {repo}}}\nretrieval: {{translate: true}}\n")
+    app = FakeApp(inst, tmp_path / "data")
+    try:
+        r = await app.retrieve("r", "¿Qué estrategias de reintento hay?")
+        tr = r.route["translation"]
+        assert "strategies" in tr["terms"] and "strategie" not in tr["unused"], tr
+        assert r.sources[0].title == "retrying › Backoff", [s.title for s in r.sources]
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
 async def test_the_translations_vector_is_the_dense_query(tmp_path: Path) -> None:
     """retrieval.translate_dense: a translated question's dense query is its translation's
     vector — every candidate's cosine is the cosine with it, and the route says so; off, the

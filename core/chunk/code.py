@@ -15,7 +15,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
@@ -27,6 +27,7 @@ from core.chunk.code_parse import (
     declarations,
     label,
     member_constants,
+    test_spans,
     walk_defs,
 )
 from core.chunk.cpre import for_parser, header_language
@@ -375,6 +376,19 @@ class _Chunker:
         self.pack(0, len(self.lines) - 1, None, "window", [], None, {}, True, WINDOW_LINES)
 
 
+def mark_tests(chunks: list[CodeChunk], spans: list[tuple[int, int]]) -> list[CodeChunk]:
+    """Chunks wholly inside test code (``test_spans``: 0-based rows, sorted, not overlapping)
+    as kind ``test``: the store reads it, with the path, as test code (retrieval's
+    ``test_penalty``)."""
+    starts = [a for a, _ in spans]
+
+    def inside(c: CodeChunk) -> bool:
+        i = bisect.bisect_right(starts, c.start_line - 1) - 1
+        return i >= 0 and spans[i][1] >= c.end_line - 1
+
+    return [replace(c, kind="test") if inside(c) else c for c in chunks]
+
+
 def chunk_code(
     path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int, parse: bool = True
 ) -> tuple[list[CodeChunk], list[SymbolDef]]:
@@ -404,6 +418,8 @@ def chunk_code(
         chunker.windows()
         return chunker.out, []
     chunker.run(defs)
+    if root is not None and lang and (spans := test_spans(root, lang)):
+        chunker.out = mark_tests(chunker.out, spans)
     sites = call_sites(root, lang) if root is not None and lang else []
     symbols = [
         SymbolDef(d.name, d.qualname, d.kind, d.start + 1, d.end + 1,

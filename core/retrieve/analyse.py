@@ -32,6 +32,9 @@ _SNAKE = re.compile(
 )
 _CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,}\b")
+# `Rack::Deflater`, `CLI::Range`, `crate::config::Config`: C++, Rust, Ruby and PHP scopes, which
+# the symbol table writes with dots (`Rack.Deflater`).
+_SCOPED = re.compile(r"\b[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)+")
 _PATH = re.compile(
     r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|mts|cts|go|rs|java|c|h|cc|"
     r"cpp|cxx|hpp|hh|hxx|ipp|rb|rake|gemspec|cs|php|kt|kts|swift|scala|dart|lua|ex|exs|vue|svelte|"
@@ -156,6 +159,8 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
     idents = [b.strip("() ") for b in _BACKTICK.findall(bare) if _NAME.fullmatch(b.strip("() "))]
+    idents += [d for d in _SCOPED.findall(bare) if max(len(x) for x in d.split("::")) > 2]
+    idents = [i.replace("::", ".") for i in idents]
     idents += _CALL.findall(bare)
     idents += _SNAKE.findall(bare)
     idents += _CAMEL.findall(bare)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from core.lexical import parts, terms
+from core.lexical import fold, parts, terms
 from core.models import COLLECTIONS
 from core.retrieve.analyse import Route
 from core.retrieve.fusion import Candidate
@@ -48,7 +48,7 @@ SPAN = 8.0
 
 _CHANGELOG = re.compile(r"(^|/)(change(s|log)?|history|news|releases?)([-_. ]?notes)?(\.\w+)?$",
                         re.I)  # fmt: skip
-_EXAMPLE = re.compile(r"(^|/)(examples?|demos?|samples?)(/|$)|(^|/)example[^/]*$", re.I)
+_EXAMPLE = re.compile(r"(^|/)_?(examples?|demos?|samples?)(/|$)|(^|/)example[^/]*$", re.I)
 _README = re.compile(r"(^|/)readme(\.\w+)?$", re.I)
 # Declarations: TypeScript's .d.ts, files or folders named types/typings/interfaces.
 _DECL_PATH = re.compile(r"\.d\.ts$|(^|/)(types?|typings|interfaces?)(/|\.)", re.I)
@@ -172,7 +172,7 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
             v[f"exact_{kind}"] = v["exact"] * ctx.kinds.get(kind, 0.0)
             v[f"graph_{kind}"] = float(bool(c.graph)) * ctx.kinds.get(kind, 0.0)
         if ch is not None:
-            sparts = set(parts(sym))
+            sparts = {fold(p) for p in parts(sym)}  # folded as the question's terms are
             joined = "".join(parts(sym))
             if joined and joined in ctx.idents:
                 v["sym_match"] = 1.0

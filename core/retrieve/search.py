@@ -90,14 +90,17 @@ async def candidates(
         text = await translator.translate(question, lang, target)
         if text is not None:  # none: no translator for the language (or it failed: logged)
             own = {*terms(question), *english}
-            added = [w for w in dict.fromkeys(terms(text)) if w not in own]
+            written = dict(zip(terms(text), terms(text, folded=False), strict=True))
+            added = [w for w in written if w not in own]
             # Only words the corpus uses: one no document holds cannot match lexically, yet it
             # would move the embedded text and the ranker's term matches (httpx: "almacén" →
-            # warehouse).
-            forms = {w: query_terms(w) for w in added}
+            # warehouse). A word whose folded form no document holds is tried as written
+            # ("strategies" folds to "strategie").
+            forms = {v: query_terms(v) for w in added for v in (w, written[w])}
             held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {})
-            unused = [w for w, fs in forms.items() if not any(held.df.get(f, 0) for f in fs)]
-            added = [w for w in added if w not in unused]
+            used = {v for v, fs in forms.items() if any(held.df.get(f, 0) for f in fs)}
+            unused = [w for w in added if w not in used and written[w] not in used]
+            added = [w if w in used else written[w] for w in added if w not in unused]
             translation = {"language": lang, "text": text, "terms": added, "unused": unused}
             if added:
                 english, extra = [*english, *added], [*extra, *added]

@@ -44,6 +44,14 @@ class IssueLinks:
     fixed_by: tuple[int, ...] = ()  # the indexed pull requests that close this issue
 
 
+def as_named(name: str, found: list[Symbol]) -> list[Symbol]:
+    """``found`` (by qualified name, name or any spelling) without the other spellings when a
+    definition has ``name`` as written: a question naming the class ``ContentLength`` is not
+    about the method ``content_length``."""
+    exact = [s for s in found if name in (s.qualname, s.name)]
+    return exact or found
+
+
 def group_links(
     numbers: Sequence[int], forward: Iterable[Sequence[Any]],
     backward: Iterable[Sequence[Any]],
@@ -114,8 +122,9 @@ class BuildReader(Protocol):
         ...
 
     def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
-        """Which of ``rows`` hold test code (``models.is_test_path`` of their path; code only:
-        docs about testing are docs). Cheap: asked for every candidate of every question."""
+        """Which of ``rows`` hold test code (``models.is_test_code``: a test file or a test
+        chunk; code only: docs about testing are docs). Cheap: asked for every candidate of
+        every question."""
         ...
 
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
@@ -136,8 +145,10 @@ class BuildReader(Protocol):
 
     async def symbols(self, name: str) -> list[Symbol]:
         """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
-        finds methods), or by any spelling (``parseConfig`` finds ``parse_config``); the exact
-        qualified name first, then the exact name, then by path and line (at most 20)."""
+        finds methods), or — only when nothing has the name as written — by any spelling
+        (``parseConfig`` finds ``parse_config``; ``ContentLength`` does not find
+        ``content_length`` beside the class ``ContentLength``): the exact qualified name first,
+        then the exact name, then by path and line (at most 20; :func:`as_named`)."""
         ...
 
     async def callers(self, name: str) -> list[Symbol]:

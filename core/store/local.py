@@ -35,7 +35,7 @@ import numpy as np
 
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
-from core.store.base import Hit, IssueLinks, Unit, group_links
+from core.store.base import Hit, IssueLinks, Unit, as_named, group_links
 from core.store.bm25 import Bm25, on_search_thread
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
@@ -85,12 +85,12 @@ class LocalReader:
             vectors = await asyncio.to_thread(load_vectors, path, rows, dim)
             reader = cls(path, db, vectors)
             reader.meta = meta
-            sql = "SELECT collection, row, path, issue, doc_key FROM chunks"
+            sql = "SELECT collection, row, path, issue, doc_key, kind FROM chunks"
             async with db.execute(sql) as cur:
                 located = list(await cur.fetchall())
             reader._lookups = await asyncio.to_thread(Lookups.of, [r[:4] for r in located])
             reader._docs = await asyncio.to_thread(
-                DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k in located], rows
+                DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _ in located], rows
             )
             async with db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'lexstats'"
@@ -101,10 +101,8 @@ class LocalReader:
                     for coll, blob in await cur.fetchall():
                         reader._bm25[str(coll)] = Bm25(np.frombuffer(blob, np.int32))
             if "code" in vectors:  # flags for retrieval's test_penalty, computed once
-                paths = [
-                    (int(r), str(p)) for c, r, p, _, _ in located if c == "code" and p is not None
-                ]
-                reader._tests = await asyncio.to_thread(test_flags, paths, len(vectors["code"]))
+                code = [(int(r), p, kind) for c, r, p, _, _, kind in located if c == "code"]
+                reader._tests = await asyncio.to_thread(test_flags, code, len(vectors["code"]))
         except BaseException:
             await db.close()
             raise
@@ -219,7 +217,7 @@ class LocalReader:
         )
         args = [name, name, norm_name(name), name, name]
         async with self.db.execute(sql, args) as cur:
-            return [row_to_symbol(r) async for r in cur]
+            return as_named(name, [row_to_symbol(r) async for r in cur])
 
     async def callers(self, name: str) -> list[Symbol]:
         cols = ", ".join(f"s.{c.strip()}" for c in SYMBOL_COLS.split(","))

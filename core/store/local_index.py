@@ -23,7 +23,7 @@ from typing import Any
 import aiosqlite
 import numpy as np
 
-from core.models import is_test_path
+from core.models import is_test_code
 from core.store.bm25 import Bm25, on_search_thread, postings, read_postings
 
 
@@ -145,10 +145,10 @@ class Lookups:
         return sorted(r for p in found for r in by_path[p])
 
 
-def test_flags(paths: list[tuple[int, str]], n: int) -> np.ndarray:
-    """``n`` booleans: which rows' paths are test code (``models.is_test_path``)."""
+def test_flags(rows: list[tuple[int, str | None, str | None]], n: int) -> np.ndarray:
+    """``n`` booleans: which rows (row, path, kind) are test code (``models.is_test_code``)."""
     flags = np.zeros(n, dtype=bool)
-    for row, path in paths:
-        if 0 <= row < n and is_test_path(path):
+    for row, path, kind in rows:
+        if 0 <= row < n and is_test_code(path, kind):
             flags[row] = True
     return flags

@@ -28,8 +28,8 @@ import asyncpg
 import numpy as np
 
 from core.errors import IndexError_
-from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_path
-from core.store.base import Hit, IssueLinks, Unit, group_links
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
+from core.store.base import Hit, IssueLinks, Unit, as_named, group_links
 from core.store.bm25 import Bm25, on_search_thread, read_postings
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
@@ -212,7 +212,7 @@ class PgReader:
             'ORDER BY (qualname = $1) DESC, (name = $1) DESC, path COLLATE "C", start_line '
             "LIMIT 20"
         )
-        return [_symbol(r) for r in await self._fetch(sql, name, norm(name))]
+        return as_named(name, [_symbol(r) for r in await self._fetch(sql, name, norm(name))])
 
     async def callers(self, name: str) -> list[Symbol]:
         cols = ", ".join(f"s.{c.strip()}" for c in SYMBOL_COLS.split(","))
@@ -338,11 +338,9 @@ class PostgresStore:
         ]  # fmt: skip
         reader._docs = await asyncio.to_thread(DocMap.of, located, sizes)
         if sizes.get("code"):  # flags for retrieval's test_penalty, computed once
-            got = await reader._fetch(
-                f"SELECT row, path FROM {table(build_id, 'code')} WHERE path IS NOT NULL"
-            )
+            got = await reader._fetch(f"SELECT row, path, kind FROM {table(build_id, 'code')}")
             reader._tests = await asyncio.to_thread(
-                lambda: {int(r) for r, p in got if is_test_path(str(p))}
+                lambda: {int(r) for r, p, kind in got if is_test_code(p, kind)}
             )
         return reader
 
