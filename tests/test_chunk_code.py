@@ -499,7 +499,7 @@ def test_cpp() -> None:
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
         ("module", None, 1, 1),
-        ("class", "geo.Shape", 3, 12),  # a namespace around one class is named by the class
+        ("namespace", "geo", 3, 12),
         ("method", "geo.Shape.name", 14, 16),
         ("function", "twice", 18, 21),  # the template line belongs to the function
     ]
@@ -536,7 +536,7 @@ def test_ruby() -> None:
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
         ("module", None, 1, 1),
-        ("class", "Shop.Cart", 3, 16),  # `module Shop` around one class: named by the class
+        ("module", "Shop", 3, 16),
     ]
     # too small for the whole module: the class becomes its own chunk under the module header
     chunks, _ = chunk_code("lib/shop/cart.rb", RUBY, words, 28)

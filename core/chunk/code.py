@@ -306,15 +306,6 @@ class _Chunker:
                 self.gap(s, e, anc, owner)
 
     def symbol(self, d: Def, a: int, b: int, anc: list[Def]) -> None:
-        # A namespace or module around one definition (Ruby's `module Rack; class BodyProxy`,
-        # C++'s `namespace CLI { class App … }`) is named by what it holds when it fits whole.
-        named = d
-        while named.kind in SCOPES and len(named.children) == 1:
-            named = named.children[0]
-        text = self.head(named.qualname, self.prefix(anc, d, a)) + self.join(a, b)
-        if self.fits(text):
-            self.emit(text, a, b, named.qualname, named.kind)
-            return
         text = self.head(d.qualname, self.prefix(anc, d, a)) + self.join(a, b)
         if self.fits(text):
             self.emit(text, a, b, d.qualname, d.kind)
