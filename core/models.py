@@ -65,7 +65,7 @@ def is_test_path(path: str | None) -> bool:
 def is_test_code(path: str | None, kind: str | None) -> bool:
     """True for a code chunk of test code: in a test file (:func:`is_test_path`), or test code
     inside a source file (kind ``test``: Rust's ``#[cfg(test)]`` modules and ``#[test]``
-    functions, ``chunk.code_parse.test_spans``)."""
+    functions, ``chunk.rust_tests.rows_of_tests``)."""
     return kind == "test" or is_test_path(path)
 
 

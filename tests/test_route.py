@@ -56,11 +56,15 @@ def test_identifiers_of_every_shape() -> None:
 def test_scoped_names_are_identifiers_written_as_the_symbol_table_writes_them() -> None:
     """C++, Rust, Ruby and PHP write scopes with `::`; the symbol table with dots."""
     r = analyse("With Rack::Deflater, BodyProxy close callbacks run twice")
-    assert r.identifiers == ["Rack.Deflater", "BodyProxy"]
+    assert r.identifiers == ["BodyProxy", "Rack.Deflater"]  # after the other shapes
     assert analyse("CLI::Range(1, 10) prints the wrong message").identifiers == ["CLI.Range"]
     r = analyse("does `PrettyPrinter::highlight(3)` or `crate::config::Config` panic?")
     assert {"PrettyPrinter.highlight", "crate.config.Config"} <= set(r.identifiers)
-    assert analyse("use a::b here").identifiers == []  # too short to be a name
+    assert "Foo.Bar.baz" in analyse("Why does Foo::Bar.baz raise?").identifiers
+    # Not names: too short, the standard library's, an IPv6 address, emoji codes.
+    for q in ("use a::b here", "given a std::string or `std::fs::read`", "ping 2001:db8::ff00:42",
+              "thanks :heart::tada:"):  # fmt: skip
+        assert analyse(q).identifiers == [], q
 
 
 def test_paths_and_stack_traces() -> None:

@@ -27,11 +27,11 @@ from core.chunk.code_parse import (
     declarations,
     label,
     member_constants,
-    test_spans,
     walk_defs,
 )
 from core.chunk.cpre import for_parser, header_language
 from core.chunk.graph import call_sites, calls_of
+from core.chunk.rust_tests import rows_of_tests
 from core.chunk.text import TokenCounter
 from core.models import Chunk, Document, Symbol
 
@@ -377,7 +377,7 @@ class _Chunker:
 
 
 def mark_tests(chunks: list[CodeChunk], spans: list[tuple[int, int]]) -> list[CodeChunk]:
-    """Chunks wholly inside test code (``test_spans``: 0-based rows, sorted, not overlapping)
+    """Chunks wholly inside test code (``rows_of_tests``: 0-based rows, sorted, not overlapping)
     as kind ``test``: the store reads it, with the path, as test code (retrieval's
     ``test_penalty``)."""
     starts = [a for a, _ in spans]
@@ -418,7 +418,7 @@ def chunk_code(
         chunker.windows()
         return chunker.out, []
     chunker.run(defs)
-    if root is not None and lang and (spans := test_spans(root, lang)):
+    if root is not None and lang and (spans := rows_of_tests(root, lang)):
         chunker.out = mark_tests(chunker.out, spans)
     sites = call_sites(root, lang) if root is not None and lang else []
     symbols = [

@@ -6,7 +6,6 @@ them, and in the symbol table so that a question naming one gets its chunk as an
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import cache
 
@@ -299,46 +298,6 @@ def _top_level(root: Node, lang: str) -> list[Node]:
         else:
             out.append(node)
     return out
-
-
-# Rust's tests live beside the code they test: an item under `#[cfg(test)]` (also inside
-# `all(…)`/`any(…)`, never `not(test)`) or a function under a test attribute (`#[test]`,
-# `#[tokio::test]`, `#[test_case(…)]`, `#[rstest]`, `#[bench]`).
-_RUST_CFG_TEST = re.compile(r"^#\[cfg\((?:(?:all|any)\()?[^\]]*\btest\b")
-_RUST_TEST_ATTR = re.compile(r"^#\[(?:[\w:]*::)?(?:test|test_case|rstest|bench)\b")
-_RUST_ITEMS = frozenset("mod_item function_item impl_item".split())
-
-
-def test_spans(root: Node, lang: str) -> list[tuple[int, int]]:
-    """Rows (0-based, inclusive) of the test code inside a source file: in Rust, the items
-    under a test attribute, their attributes included. Other languages keep tests in files of
-    their own (``models.is_test_path``)."""
-    if lang != "rust":
-        return []
-    out: list[tuple[int, int]] = []
-    todo = [root]
-    while todo:
-        node = todo.pop()
-        attrs: list[Node] = []
-        lead: Node | None = None  # the first of the comments and attributes before an item
-        for child in node.named_children:
-            if child.type in ("attribute_item", "line_comment", "block_comment"):
-                lead = lead or child
-                if child.type == "attribute_item":
-                    attrs.append(child)
-                continue
-            text = [a.text.decode("utf-8", "replace") if a.text else "" for a in attrs]
-            is_test = any(_RUST_CFG_TEST.match(t) and "not(test" not in t for t in text) or (
-                child.type == "function_item" and any(_RUST_TEST_ATTR.match(t) for t in text)
-            )
-            if is_test and child.type in _RUST_ITEMS:
-                out.append(((lead or child).start_point.row, last_row(child)))
-            elif child.type in ("mod_item", "impl_item"):
-                body = child.child_by_field_name("body")
-                if body is not None:
-                    todo.append(body)
-            attrs, lead = [], None
-    return sorted(out)
 
 
 def declarations(root: Node, lang: str) -> list[Decl]:

@@ -33,8 +33,10 @@ _SNAKE = re.compile(
 _CAMEL = re.compile(r"\b[a-z]+(?:[A-Z][a-z0-9]*)+\b|\b(?:[A-Z][a-z0-9]+){2,}\b")
 _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,}\b")
 # `Rack::Deflater`, `CLI::Range`, `crate::config::Config`: C++, Rust, Ruby and PHP scopes, which
-# the symbol table writes with dots (`Rack.Deflater`).
-_SCOPED = re.compile(r"\b[A-Za-z_]\w*(?:::[A-Za-z_~]\w*)+")
+# the symbol table writes with dots (`Rack.Deflater`); not an IPv6 address or `:emoji::codes:`,
+# nor the standard libraries' own names (`std::string`: not the repository's).
+_SCOPED = re.compile(r"(?<![:\w.])[A-Za-z_]\w*(?:::[A-Za-z_]\w*)+(?:\.[A-Za-z_]\w*)*(?!:)")
+_STD = frozenset({"std", "core", "alloc"})
 _PATH = re.compile(
     r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|mts|cts|go|rs|java|c|h|cc|"
     r"cpp|cxx|hpp|hh|hxx|ipp|rb|rake|gemspec|cs|php|kt|kts|swift|scala|dart|lua|ex|exs|vue|svelte|"
@@ -159,8 +161,7 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
     idents = [b.strip("() ") for b in _BACKTICK.findall(bare) if _NAME.fullmatch(b.strip("() "))]
-    idents += [d for d in _SCOPED.findall(bare) if max(len(x) for x in d.split("::")) > 2]
-    idents = [i.replace("::", ".") for i in idents]
+    idents = [i.replace("::", ".") for i in idents if i.split("::")[0] not in _STD]
     idents += _CALL.findall(bare)
     idents += _SNAKE.findall(bare)
     idents += _CAMEL.findall(bare)
@@ -169,6 +170,11 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
         for d in _DOTTED.findall(bare)
         if not any(d in p for p in r.paths) and max(len(x) for x in d.split(".")) > 2
     ]  # "e.g", "i.e" are not names
+    idents += [
+        d.replace("::", ".")
+        for d in _SCOPED.findall(bare)
+        if d.split("::")[0] not in _STD and max(len(x) for x in re.split(r"::|\.", d)) > 2
+    ]
     r.identifiers = _dedupe(
         [i for i in r.identifiers + idents if i not in r.paths and not i.startswith("http")]
     )

@@ -89,7 +89,7 @@ async def candidates(
         t = time.perf_counter()
         text = await translator.translate(question, lang, target)
         if text is not None:  # none: no translator for the language (or it failed: logged)
-            own = {*terms(question), *english}
+            own = {*terms(question), *english, *terms(" ".join(english))}  # as written, folded
             written = dict(zip(terms(text), terms(text, folded=False), strict=True))
             added = [w for w in written if w not in own]
             # Only words the corpus uses: one no document holds cannot match lexically, yet it
