@@ -61,6 +61,8 @@ def test_scoped_names_are_identifiers_written_as_the_symbol_table_writes_them() 
     r = analyse("does `PrettyPrinter::highlight(3)` or `crate::config::Config` panic?")
     assert {"PrettyPrinter.highlight", "crate.config.Config"} <= set(r.identifiers)
     assert "Foo.Bar.baz" in analyse("Why does Foo::Bar.baz raise?").identifiers
+    # Whole names only: an error's colon after the name does not cut it ("Errno.EISDI").
+    assert analyse("fails with Errno::EISDIR: Is a directory").identifiers == ["Errno.EISDIR"]
     # Not names: too short, the standard library's, an IPv6 address, emoji codes.
     for q in ("use a::b here", "given a std::string or `std::fs::read`", "ping 2001:db8::ff00:42",
               "thanks :heart::tada:"):  # fmt: skip

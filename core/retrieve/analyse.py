@@ -35,7 +35,7 @@ _DOTTED = re.compile(r"\b[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){1,}\b")
 # `Rack::Deflater`, `CLI::Range`, `crate::config::Config`: C++, Rust, Ruby and PHP scopes, which
 # the symbol table writes with dots (`Rack.Deflater`); not an IPv6 address or `:emoji::codes:`,
 # nor the standard libraries' own names (`std::string`: not the repository's).
-_SCOPED = re.compile(r"(?<![:\w.])[A-Za-z_]\w*(?:::[A-Za-z_]\w*)+(?:\.[A-Za-z_]\w*)*(?!:)")
+_SCOPED = re.compile(r"(?<![:\w.])[A-Za-z_]\w*(?:::[A-Za-z_]\w*)+(?:\.[A-Za-z_]\w*)*(?!\w)")
 _STD = frozenset({"std", "core", "alloc"})
 _PATH = re.compile(
     r"(?<![\w/])(?:[\w.-]+/)*[\w.-]+\.(?:py|pyi|js|jsx|mjs|cjs|ts|tsx|mts|cts|go|rs|java|c|h|cc|"
