@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FakeApp, make_repo
+from helpers import FakeApp, instance, make_repo
 
 from core.config import EmbeddingConfig
 from core.embed.backends import make_embedder
@@ -255,17 +255,11 @@ async def test_a_translated_word_the_index_holds_only_as_written_is_kept(tmp_pat
                      "fixed, linear and exponential.\n",
         "src/main.py": "def run(argv):\n    return 0\n",
     })  # fmt: skip
-    inst = tmp_path / "instances"
-    inst.mkdir()
-    (inst / "r.yaml").write_text(f"repo: {{path: {repo}}}\nretrieval: {{translate: true}}\n")
-    app = FakeApp(inst, tmp_path / "data")
-    try:
-        r = await app.retrieve("r", "¿Qué estrategias de reintento hay?")
+    async with instance(tmp_path, repo, "r", "translate: true") as app:
+        r = await app.retrieve("w", "¿Qué estrategias de reintento hay?")
         tr = r.route["translation"]
         assert "strategies" in tr["terms"] and "strategie" not in tr["unused"], tr
         assert r.sources[0].title == "retrying › Backoff", [s.title for s in r.sources]
-    finally:
-        await app.close()
 
 
 @pytest.mark.asyncio

@@ -64,12 +64,16 @@ def _attr_text(node: Node) -> str:
     return node.text.decode("utf-8", "replace") if node.text else ""
 
 
+def _cfg_test(attr: str) -> bool:
+    """An attribute `#[cfg(…)]` or `#![cfg(…)]` whose predicate needs `test`."""
+    m = _CFG.match(attr)
+    return m is not None and _needs_test(m.group(1))
+
+
 def _is_test(attrs: list[str], item: str) -> bool:
-    for text in attrs:
-        m = _CFG.match(text)
-        if m and _needs_test(m.group(1)):
-            return True
-    return item == "function_item" and any(_TEST_ATTR.match(t) for t in attrs)
+    return any(_cfg_test(t) for t in attrs) or (
+        item == "function_item" and any(_TEST_ATTR.match(t) for t in attrs)
+    )
 
 
 def rows_of_tests(root: Node, lang: str) -> list[tuple[int, int]]:
@@ -79,11 +83,9 @@ def rows_of_tests(root: Node, lang: str) -> list[tuple[int, int]]:
     of a file under `#![cfg(test)]`."""
     if lang != "rust":
         return []
-    for child in root.named_children:
-        if child.type == "inner_attribute_item":
-            m = _CFG.match(_attr_text(child))
-            if m and _needs_test(m.group(1)):
-                return [(0, root.end_point.row)]
+    if any(c.type == "inner_attribute_item" and _cfg_test(_attr_text(c))
+           for c in root.named_children):  # fmt: skip
+        return [(0, root.end_point.row)]
     out: list[tuple[int, int]] = []
     todo = [root]
     while todo:
