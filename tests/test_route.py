@@ -67,6 +67,8 @@ def test_scoped_names_are_identifiers_written_as_the_symbol_table_writes_them() 
     for q in ("use a::b here", "given a std::string or `std::fs::read`", "ping 2001:db8::ff00:42",
               "thanks :heart::tada:"):  # fmt: skip
         assert analyse(q).identifiers == [], q
+    # A backticked `core` or `std` alone is a name like any other (only `std::…` is left out).
+    assert analyse("what does `core` export?").identifiers == ["core"]
 
 
 def test_paths_and_stack_traces() -> None:

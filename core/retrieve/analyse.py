@@ -131,6 +131,14 @@ def _dedupe(xs: list[str]) -> list[str]:
     return out
 
 
+def _scoped(name: str) -> str | None:
+    """A name as the symbol table writes it: `Rack::Deflater` → `Rack.Deflater`; None for a
+    standard library's scoped name (`std::string`); any other name as it is."""
+    if "::" not in name:
+        return name
+    return None if name.split("::")[0] in _STD else name.replace("::", ".")
+
+
 def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     """The signals of ``question``; ``aliases``: the names of an instance's repositories (lower
     case) -> the repository, when it has several (``core/retrieve/repos.py``)."""
@@ -161,7 +169,7 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
     idents = [b.strip("() ") for b in _BACKTICK.findall(bare) if _NAME.fullmatch(b.strip("() "))]
-    idents = [i.replace("::", ".") for i in idents if i.split("::")[0] not in _STD]
+    idents = [dotted for i in idents if (dotted := _scoped(i))]
     idents += _CALL.findall(bare)
     idents += _SNAKE.findall(bare)
     idents += _CAMEL.findall(bare)
@@ -171,9 +179,9 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
         if not any(d in p for p in r.paths) and max(len(x) for x in d.split(".")) > 2
     ]  # "e.g", "i.e" are not names
     idents += [
-        d.replace("::", ".")
+        dotted
         for d in _SCOPED.findall(bare)
-        if d.split("::")[0] not in _STD and max(len(x) for x in re.split(r"::|\.", d)) > 2
+        if max(len(x) for x in re.split(r"::|\.", d)) > 2 and (dotted := _scoped(d))
     ]
     r.identifiers = _dedupe(
         [i for i in r.identifiers + idents if i not in r.paths and not i.startswith("http")]
