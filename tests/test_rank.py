@@ -101,6 +101,30 @@ def test_symbol_names_meet_the_questions_plural_folded_words_and_example_folders
     assert [x[i, f["is_example"]] for i in (1, 2, 3)] == [1.0, 1.0, 0.0]
 
 
+def test_identifiers_meet_whole_tokens_and_python_type_modules_are_declarations() -> None:
+    """``ident_in_text`` counts the question's identifiers that a chunk holds as whole tokens
+    (parts joined, as the question's are): ``get`` is not in ``target``, ``parse_config`` is in
+    ``parseConfig(``; a Ruby predicate's ``?`` does not hide it. ``_types.py`` declares."""
+    question = "Why does `get()` ignore parse_config and `valid?`?"
+    ctx = Context.of(question, [], analyse(question), {"howto": 0.0, "code": 1.0, "issues": 0.0,
+                                                       "bug": 0.0}, "en")  # fmt: skip
+    cands = [
+        _cand("src/a.py", "function", "src/a.py › target\ndef target(): return widget", 0.8),
+        _cand("src/b.js", "function", "src/b.js › get\nget() { parseConfig(x); }", 0.8),
+        _cand("lib/c.rb", "method", "lib/c.rb › valid?\ndef valid?\n  true\nend", 0.8),
+        _cand("src/pkg/_types.py", "module", "src/pkg/_types.py\nTimeout = float", 0.8),
+    ]
+    assert cands[2].chunk is not None
+    cands[2].chunk.symbol = "C.valid?"
+    x = matrix(cands, ctx)
+    f = {n: i for i, n in enumerate(FEATURES)}
+    assert x[0, f["ident_in_text"]] == 0.0
+    assert x[1, f["ident_in_text"]] == pytest.approx(2 / 3)
+    assert x[2, f["ident_in_text"]] == pytest.approx(1 / 3)
+    assert x[2, f["sym_match"]] == 1.0
+    assert x[3, f["is_decl"]] == 1.0 and x[0, f["is_decl"]] == 0.0
+
+
 def test_document_coverage_weighs_rare_terms_and_is_crossed_with_the_kinds() -> None:
     """Coverage: the idf-weighted share of the question's terms the candidate's whole document
     holds; a term held by every document weighs least, one held by none is left out."""

@@ -145,6 +145,18 @@ def test_backticked_commands_and_abbreviations_are_not_identifiers() -> None:
     assert "bot/common.py" in r.paths
 
 
+def test_names_in_calls_ruby_predicates_and_not_domains_or_product_names() -> None:
+    """A backticked call with arguments names what it calls; a Ruby predicate or bang method is
+    a name with its `?`/`!`; an e-mail's domain and the names of languages and platforms are not
+    the repository's identifiers (a backticked one still is)."""
+    assert analyse("does `parse(text, strict=True)` raise?").identifiers == ["parse"]
+    assert analyse("what do `valid?` and `save!` return?").identifiers == ["valid?", "save!"]
+    assert analyse("Validating foo@bar.com fails").identifiers == []
+    assert analyse("Why does TypeScript complain on GitHub and JavaScript?").identifiers == []
+    assert analyse("the `GitHub` class of this repository").identifiers == ["GitHub"]
+    assert analyse("is parseConfig typed in TypeScript?").identifiers == ["parseConfig"]
+
+
 @pytest.mark.parametrize(
     "question",
     [

@@ -25,7 +25,16 @@ _ISSUE_REF = re.compile(
     re.IGNORECASE,
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
-_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*")
+# A backticked name: dotted or scoped, a Ruby predicate or bang method (`valid?`, `save!`).
+_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?")
+# A backticked call with its arguments (`PrettyPrinter::highlight(3)`): the name called.
+_CALLED = re.compile(r"([A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?)\s*\(.*\)\s*;?")
+# CamelCase words that name languages and platforms, not a repository's code (a backticked one
+# is still read).
+_PRODUCTS = frozenset(
+    "typescript javascript coffeescript github gitlab bitbucket powershell macos nodejs "
+    "webassembly youtube wordpress stackoverflow jetbrains".split()
+)
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(\)")
 _SNAKE = re.compile(
     r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b_[a-z0-9_]+\b|\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b"
@@ -139,6 +148,16 @@ def _scoped(name: str) -> str | None:
     return None if name.split("::")[0] in _STD else name.replace("::", ".")
 
 
+def _backticked(span: str) -> str | None:
+    """The name a backticked span quotes (a call's name without its arguments), or None when
+    it quotes something else (a command, a snippet)."""
+    s = span.strip("() ")
+    if _NAME.fullmatch(s):
+        return s
+    m = _CALLED.fullmatch(span.strip())
+    return m.group(1) if m else None
+
+
 def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     """The signals of ``question``; ``aliases``: the names of an instance's repositories (lower
     case) -> the repository, when it has several (``core/retrieve/repos.py``)."""
@@ -168,16 +187,18 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     r.paths = _dedupe([f.path for f in trace] + found)
 
     # Backticks quote code, but also commands and config snippets: keep what looks like a name.
-    idents = [b.strip("() ") for b in _BACKTICK.findall(bare) if _NAME.fullmatch(b.strip("() "))]
+    idents = [name for b in _BACKTICK.findall(bare) if (name := _backticked(b))]
     idents = [dotted for i in idents if (dotted := _scoped(i))]
     idents += _CALL.findall(bare)
     idents += _SNAKE.findall(bare)
-    idents += _CAMEL.findall(bare)
+    idents += [c for c in _CAMEL.findall(bare) if c.lower() not in _PRODUCTS]
     idents += [
-        d
-        for d in _DOTTED.findall(bare)
-        if not any(d in p for p in r.paths) and max(len(x) for x in d.split(".")) > 2
-    ]  # "e.g", "i.e" are not names
+        m.group(0)
+        for m in _DOTTED.finditer(bare)
+        if not any(m.group(0) in p for p in r.paths)
+        and max(len(x) for x in m.group(0).split(".")) > 2  # "e.g", "i.e" are not names
+        and bare[max(0, m.start() - 1) : m.start()] != "@"  # nor an e-mail's domain
+    ]
     idents += [
         dotted
         for d in _SCOPED.findall(bare)

@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +50,9 @@ _CHANGELOG = re.compile(r"(^|/)(change(s|log)?|history|news|releases?)([-_. ]?no
                         re.I)  # fmt: skip
 _EXAMPLE = re.compile(r"(^|/)_?(examples?|demos?|samples?)(/|$)|(^|/)example[^/]*$", re.I)
 _README = re.compile(r"(^|/)readme(\.\w+)?$", re.I)
-# Declarations: TypeScript's .d.ts, files or folders named types/typings/interfaces.
-_DECL_PATH = re.compile(r"\.d\.ts$|(^|/)(types?|typings|interfaces?)(/|\.)", re.I)
+# Declarations: TypeScript's .d.ts, files or folders named types/typings/interfaces (Python's
+# private `_types.py`, `typing.py` too).
+_DECL_PATH = re.compile(r"\.d\.ts$|(^|/)_?(types?|typings?|interfaces?)(/|\.)", re.I)
 _COMMENT = re.compile(r"^\s*(//|#|\*|/\*|\"\"\"|\'\'\')")
 _DEF_KINDS = frozenset(
     "function method class struct interface trait enum type impl record union namespace "
@@ -90,7 +91,7 @@ class Context:
         cls, question: str, extra: Sequence[str], route: Route, kinds: dict[str, float],
         lang: str | None, cover: dict[tuple[str, int], float] | None = None,
     ) -> Context:  # fmt: skip
-        idents = {"".join(parts(i.split(".")[-1])) for i in route.identifiers}
+        idents = {"".join(parts(i.split(".")[-1].rstrip("?!"))) for i in route.identifiers}
         return cls(set(terms(" ".join([question, *extra]))), idents - {""}, kinds, route,
                    lang in (None, "en"), dict(cover or {}))  # fmt: skip
 
@@ -113,6 +114,17 @@ def _overlap(a: set[str], b: set[str]) -> float:
 @cache
 def _terms_of(text: str) -> frozenset[str]:
     return frozenset(terms(text))
+
+
+_IDENT_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=8192)
+def _ident_tokens(text: str) -> frozenset[str]:
+    """A chunk's identifiers as :class:`Context` writes the question's (lower case, parts
+    joined: ``parse_config``/``parseConfig`` → ``parseconfig``), whole tokens: ``get`` is not
+    in ``target``, nor ``com`` in ``compile``."""
+    return frozenset(_IDENT_TOKEN.findall(text.lower().replace("_", "")))
 
 
 def comment_share(text: str) -> float:
@@ -151,7 +163,7 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
     for i, c in enumerate(cands):
         ch = c.chunk
         path = (ch.path or "") if ch is not None else ""
-        sym = (ch.symbol or "").split(".")[-1] if ch is not None else ""
+        sym = (ch.symbol or "").split(".")[-1].rstrip("?!") if ch is not None else ""
         v: dict[str, float] = {
             "cos": c.cos,
             "cos_gap": c.cos - best,
@@ -183,8 +195,8 @@ def matrix(cands: Sequence[Candidate], ctx: Context) -> np.ndarray:
             v["file_share"] = min(per_file[(c.collection, ch.doc_key)] - 1, 4) / 4.0
             v["tokens"] = math.log1p(ch.tokens) / 6.0
             if ctx.idents:
-                low = ch.text.lower().replace("_", "")
-                v["ident_in_text"] = sum(i in low for i in ctx.idents) / len(ctx.idents)
+                held = _ident_tokens(ch.text)
+                v["ident_in_text"] = len(ctx.idents & held) / len(ctx.idents)
             v["is_def"] = float(ch.kind in _DEF_KINDS)
             v["is_module"] = float(ch.kind in ("module", "window"))
             v["is_example"] = float(bool(_EXAMPLE.search(path)))
