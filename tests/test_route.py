@@ -201,6 +201,23 @@ def test_glossary_stems_leave_english_words_alone() -> None:
     assert english_terms("Estoy enviando la petición") == ["send", "request"]
 
 
+def test_glossary_phrases_say_what_their_words_say_together() -> None:
+    """A phrase is read before its words: "código de salida" is an exit code, not output, and
+    "marca de tiempo" a timestamp, not time; the words alone keep their own terms."""
+    from core.retrieve.glossary import english_terms
+
+    assert english_terms("¿Qué código de salida devuelve?") == [
+        "exit", "code", "status", "return", "returns",
+    ]  # fmt: skip
+    assert english_terms("la salida del comando") == ["output", "command"]
+    assert english_terms("Las marcas de tiempo se pierden") == ["timestamp", "timestamps"]
+    assert english_terms("lanza una excepción con el valor devuelto") == [
+        "throw", "raise", "throws", "exception", "value", "return", "returned",
+    ]  # fmt: skip
+    # No English word begins a new stem.
+    assert english_terms("The library can autocomplete a subcommand's schema") == []
+
+
 def test_the_glossary_is_data_and_can_be_turned_off() -> None:
     from importlib import resources
 

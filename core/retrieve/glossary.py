@@ -19,24 +19,47 @@ import yaml
 _WORD = re.compile(r"[^\W\d_]+")
 
 
+Phrase = tuple[tuple[str, ...], tuple[str, ...]]
+
+
 @cache
-def _table() -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """(stem, English terms), longest stem first, over every language of the data file."""
+def _tables() -> tuple[tuple[Phrase, ...], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Phrases (their words, English terms), longest first, and (stem, English terms), longest
+    stem first, over every language of the data file. A key of several words is a phrase, matched
+    word for word: it says what its words say together ("código de salida" is an exit code, not
+    output), and its words then give nothing alone."""
     raw = yaml.safe_load(resources.files(__package__).joinpath("glossary.yaml").read_text("utf-8"))
     stems: dict[str, tuple[str, ...]] = {}
+    phrases: dict[tuple[str, ...], tuple[str, ...]] = {}
     for lang, table in (raw or {}).items():
         if not isinstance(table, dict):
             raise ValueError(f"glossary.yaml: {lang!r} must map stems to English terms")
         for stem, terms in table.items():
-            stems[str(stem).lower()] = tuple(str(terms).split())
-    return tuple(sorted(stems.items(), key=lambda kv: len(kv[0]), reverse=True))
+            words = tuple(_WORD.findall(str(stem).lower()))
+            if len(words) > 1:
+                phrases[words] = tuple(str(terms).split())
+            else:
+                stems[str(stem).lower()] = tuple(str(terms).split())
+    return (
+        tuple(sorted(phrases.items(), key=lambda kv: len(kv[0]), reverse=True)),
+        tuple(sorted(stems.items(), key=lambda kv: len(kv[0]), reverse=True)),
+    )
 
 
 def english_terms(question: str) -> list[str]:
     """English terms for the glossary words of a question (empty for English text)."""
     out: list[str] = []
-    table = _table()
-    for w in _WORD.findall(question.lower()):
+    phrases, table = _tables()
+    words = _WORD.findall(question.lower())
+    i = 0
+    while i < len(words):
+        hit = next((p for p in phrases if tuple(words[i : i + len(p[0])]) == p[0]), None)
+        if hit is not None:
+            out.extend(hit[1])
+            i += len(hit[0])
+            continue
+        w = words[i]
+        i += 1
         if len(w) < 4:
             continue
         for stem, terms in table:
