@@ -186,8 +186,7 @@ def test_javascript() -> None:
         ("twice", "function", 18, 18),
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 1),
-        ("class", "Greeter", 3, 12),  # JSDoc comment included
+        ("class", "Greeter", 3, 12),  # JSDoc comment included (line 1, an import: no chunk)
         ("function", "add", 14, 16),
         ("function", "twice", 18, 18),
     ]
@@ -271,13 +270,12 @@ def test_go() -> None:
         ("New", "function", 19, 21),
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 3),
-        ("struct", "Server", 5, 8),
+        ("struct", "Server", 5, 8),  # package and import lines: no chunk
         ("interface", "Handler", 10, 12),
         ("method", "Server.Start", 14, 17),
         ("function", "New", 19, 21),
     ]
-    assert chunks[3].text.startswith("server/server.go › Server.Start\n// Start starts")
+    assert chunks[2].text.startswith("server/server.go › Server.Start\n// Start starts")
 
 
 RUST = """use std::fmt;
@@ -326,8 +324,7 @@ def test_rust() -> None:
         ("helper", "function", 28, 30),
     ]
     assert [(c.kind, c.symbol, c.start_line) for c in chunks] == [
-        ("module", None, 1),
-        ("struct", "Point", 3),  # the attribute line belongs to the struct
+        ("struct", "Point", 3),  # the attribute line belongs to the struct (`use`: no chunk)
         ("impl", "Point", 9),
         ("trait", "Shape", 19),
         ("enum", "Kind", 23),
@@ -418,8 +415,7 @@ def test_java() -> None:
         ("Repo.Listener.changed", "method", 21, 21),
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 3),
-        ("class", "Repo", 5, 23),
+        ("class", "Repo", 5, 23),  # package and imports: no chunk
     ]
 
 
@@ -454,8 +450,7 @@ def test_c() -> None:
         ("name", "function", 16, 18),
     ]
     assert [(c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        (None, 1, 1),
-        ("point", 3, 5),
+        ("point", 3, 5),  # `#include`: no chunk
         ("size_t2", 7, 9),
         ("add", 11, 14),
         ("name", 16, 18),
@@ -498,8 +493,7 @@ def test_cpp() -> None:
         ("twice", "function", 18, 21),
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 1),
-        ("namespace", "geo", 3, 12),
+        ("namespace", "geo", 3, 12),  # `#include`: no chunk
         ("method", "geo.Shape.name", 14, 16),
         ("function", "twice", 18, 21),  # the template line belongs to the function
     ]
@@ -535,8 +529,7 @@ def test_ruby() -> None:
         ("Shop.Cart.TAX", "constant", 6, 6),  # a constant of the class: an exact-hit target
     ]
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 1),
-        ("module", "Shop", 3, 16),
+        ("module", "Shop", 3, 16),  # `require`: no chunk
     ]
     # too small for the whole module: the class becomes its own chunk under the module header
     chunks, _ = chunk_code("lib/shop/cart.rb", RUBY, words, 28)
@@ -649,6 +642,34 @@ def test_small_methods_are_grouped() -> None:
     assert all(i + 1 in covered for i, line in enumerate(lines) if line.strip())
 
 
+def test_a_method_group_is_titled_by_the_methods_it_holds() -> None:
+    """A chunk of several methods names them, in its context line and as its title, so that a
+    question naming one (`print_snip`) can match it; eight at most, then "…". Its symbol stays
+    the class."""
+    from core.chunk.code import chunk
+    from core.models import Document
+
+    def grouped(path: str, src: str, max_tokens: int) -> list[tuple[str, str, str | None]]:
+        doc = Document("code", path, src, "h", path=path, title=path)
+        chunks = [c for c in chunk(doc, words, max_tokens)[0] if c.kind == "method_group"]
+        return [(c.text.split("\n", 1)[0], c.title, c.symbol) for c in chunks]
+
+    fns = "".join(f"    fn print_{n}(&self) -> u8 {{\n        {i}\n    }}\n\n"
+                  for i, n in enumerate(["snip", "header", "footer", "line"]))  # fmt: skip
+    rust = f"impl<'a> InteractivePrinter<'a> {{\n{fns}}}\n"
+    title = "InteractivePrinter: print_snip, print_header"
+    assert grouped("src/printer.rs", rust, 30) == [
+        (f"src/printer.rs › {title}", title, "InteractivePrinter"),
+        ("src/printer.rs › InteractivePrinter: print_footer, print_line",
+         "InteractivePrinter: print_footer, print_line", "InteractivePrinter"),
+    ]  # fmt: skip
+    methods = "\n".join(f"    def m{i}(self):\n        return {i}\n" for i in range(30))
+    src = f"class Many:\n    x = 1\n\n{methods}"
+    got = grouped("many.py", src, 110)
+    assert got and all(sym == "Many" and head == f"many.py › {t}" for head, t, sym in got)
+    assert got[0][1] == "Many: m0, m1, m2, m3, m4, m5, m6, m7, …"  # (it holds more)
+
+
 def test_long_java_class_split_with_char_counter() -> None:
     methods = "\n".join(
         f"    public int m{i}(int x) {{\n"
@@ -712,13 +733,11 @@ def test_module_code_between_symbols_kept() -> None:
     )
     chunks, _ = chunk_code("reg.py", src, words, 200)
     assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
-        ("module", None, 1, 1),
-        ("function", "f", 3, 4),
+        ("function", "f", 3, 4),  # `import a` alone: no chunk (core/chunk/boiler.py)
         ("module", None, 6, 7),
         ("function", "g", 10, 11),
     ]
-    assert chunks[2].text == "reg.py › REGISTRY\nREGISTRY = {}\nREGISTRY['f'] = f"
-    assert chunks[0].text == "reg.py\nimport a"  # an import declares nothing worth a name
+    assert chunks[1].text == "reg.py › REGISTRY\nREGISTRY = {}\nREGISTRY['f'] = f"
 
 
 # --------------------------------------------------------------------------- fallback
@@ -839,9 +858,9 @@ const defaults = {
 
 export const MAX_RETRIES = 3;
 
-export default isSupported && function httpAdapter(config) {
-  return config;
-};
+export default connect(state)(function Page(props) {
+  return props;
+});
 
 exports.helpers = {
   pick: function () { return 1; },
@@ -857,15 +876,63 @@ def test_js_module_code_is_named_by_its_declarations() -> None:
         ("defaults.transformRequest", "function", 5, 7),
         ("defaults.validateStatus", "function", 8, 8),
         ("MAX_RETRIES", "constant", 11, 11),
-        ("httpAdapter", "function", 13, 15),
+        ("Page", "function", 13, 15),  # wrapped in a call: a value, named as its function
         ("helpers", "constant", 17, 19),
         ("helpers.pick", "function", 18, 18),
     ]  # `fs`: a one-line lower-case binding (an import), not named
     assert [c.kind for c in chunks] == ["module"] and chunks[0].symbol is None
     assert chunks[0].text.split("\n", 1)[0] == (
         "lib/defaults.js › defaults, defaults.transformRequest, defaults.validateStatus, "
-        "MAX_RETRIES, httpAdapter, helpers, helpers.pick"
+        "MAX_RETRIES, Page, helpers, helpers.pick"
     )
+
+
+def test_a_function_exported_by_default_behind_a_condition_is_a_definition() -> None:
+    """axios: `export default isSupported && function httpAdapter(config) {…}` is the file's
+    adapter, a definition with its closures inside it; anonymous, it is named by its file (an
+    index file by its folder). A function passed as a value elsewhere is not one."""
+    http = (
+        "import utils from './utils.js';\n\n"
+        "const isSupported = typeof process !== 'undefined';\n\n"
+        "/*eslint consistent-return:0*/\n"
+        "export default isSupported && function httpAdapter(config) {\n"
+        "  function onFinished() {\n    return 1;\n  }\n"
+        "  const abort = (reason) => {\n    throw reason;\n  };\n"
+        "  return onFinished();\n};\n"
+    )
+    chunks, symbols = chunk_code("lib/adapters/http.js", http, words, 500)
+    check(http, chunks, 500)
+    assert sym_table(symbols) == [
+        ("httpAdapter", "function", 6, 14),
+        ("httpAdapter.onFinished", "function", 7, 9),
+        ("httpAdapter.abort", "function", 10, 12),
+    ]
+    assert [(c.kind, c.symbol, c.start_line, c.end_line) for c in chunks] == [
+        ("module", None, 1, 3),
+        ("function", "httpAdapter", 5, 14),
+    ]
+    pieces, _ = chunk_code("lib/adapters/http.js", http, words, 24)
+    assert {c.symbol for c in pieces if c.start_line >= 6} == {"httpAdapter"}
+    xhr = (
+        "export default isXHRAdapterSupported && function (config) {\n"
+        "  return new Promise(function dispatchXhrRequest(resolve) {\n"
+        "    resolve(config);\n  });\n}\n"
+    )
+    fetch = (
+        "export default isFetchSupported && (async (config) => {\n"
+        "  return fetch(config.url);\n});\n\n"
+        "[1].map(function double(x) { return 2 * x; });\n"
+    )
+    for path, src, want in [
+        ("lib/adapters/xhr.js", xhr, [("xhr", "function", 1, 5)]),
+        ("lib/adapters/fetch.js", fetch, [("fetch", "function", 1, 3)]),
+        ("src/widget/index.js", "export default function () {\n  return 1;\n}\n",
+         [("widget", "function", 1, 3)]),
+        ("src/add.ts", "export default (a: number) => a + 1;\n", [("add", "function", 1, 1)]),
+    ]:  # fmt: skip
+        chunks, symbols = chunk_code(path, src, words, 500)
+        assert sym_table(symbols) == want, path
+        assert (chunks[0].symbol, chunks[0].kind) == (want[0][0], "function"), path
 
 
 def test_a_long_declaration_names_each_piece_it_spans() -> None:
@@ -952,5 +1019,5 @@ def test_a_named_module_chunk_is_titled_by_its_declarations() -> None:
         ("module", "RECURSION_LIMIT, VERSION", None),
         ("function", "run", "run"),
     ]
-    plain = Document("code", "a.py", "import os\n", "h", path="a.py", title="a.py")
+    plain = Document("code", "a.py", "import os\nos.umask(0)\n", "h", path="a.py", title="a.py")
     assert [c.title for c in chunk(plain, words, 500)[0]] == ["a.py"]

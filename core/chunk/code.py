@@ -4,7 +4,8 @@
 the original file, start with a context line (``path › Qual.name``) and fit the embedder's
 token budget. Top-level definitions become one chunk each when they fit; long classes are split
 into a header chunk and (groups of) methods, long functions at statement boundaries with their
-signature repeated; module-level code between definitions is packed into "module" chunks.
+signature repeated; module-level code between definitions is packed into "module" chunks. A
+chunk of nothing but imports, package lines and licence text is left out (``boiler.py``).
 Unsupported languages, and definitions nested past Python's stack, fall back to line windows.
 """
 
@@ -19,12 +20,14 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
+from core.chunk.boiler import boilerplate
 from core.chunk.code_langs import CLASSLIKE, LANGS, SCOPES, LangSpec, language, language_for_path
 from core.chunk.code_parse import (
     Decl,
     Def,
     collect_defs,
     declarations,
+    join_names,
     label,
     member_constants,
     walk_defs,
@@ -53,7 +56,8 @@ class CodeChunk:
     end_line: int  # 1-based, inclusive
     symbol: str | None  # qualified name, None for module-level code and windows
     kind: str  # "function" | "class" | "method" | "method_group" | "module" | "window" | ...
-    label: str | None = None  # module code: the names it declares (its title)
+    label: str | None = None  # its title, where not its symbol: the names module code declares,
+    # a group's class and the members it holds
 
 
 @dataclass(frozen=True)
@@ -336,19 +340,26 @@ class _Chunker:
         group: list[Def | None] = []
         ga, gb = 0, -1
 
-        def text_for(members: list[Def | None], s: int, e: int) -> tuple[str, str | None, str]:
+        def text_for(
+            members: list[Def | None], s: int, e: int
+        ) -> tuple[str, str | None, str, str | None]:
+            """A group's text, symbol, kind and title: a group of members is titled by what
+            it holds (``InteractivePrinter: print_snip, print_header``), not by its class
+            alone, so that a question naming one of them can match its title."""
             real = [m for m in members if m is not None]
-            qual, kind = (
-                (real[0].qualname, real[0].kind) if len(real) == 1 else (d.qualname, d.kind)
-            )
-            if len(real) > 1:
+            qual, kind, name = d.qualname, d.kind, None
+            if len(real) == 1:
+                qual, kind = real[0].qualname, real[0].kind
+            elif real:
                 kind = "method_group" if all(m.kind == "method" for m in real) else "group"
-            return self.head(qual, self.prefix(inner, None, s)) + self.join(s, e), qual, kind
+                name = f"{d.qualname}: {join_names([m.name for m in real])}"
+            head = self.head(name or qual, self.prefix(inner, None, s))
+            return head + self.join(s, e), qual, kind, name
 
         def flush() -> None:
             if group and not (all(m is None for m in group) and self.trivial(ga, gb)):
-                text, qual, kind = text_for(group, ga, gb)
-                self.emit(text, ga, gb, qual, kind)
+                text, qual, kind, name = text_for(group, ga, gb)
+                self.emit(text, ga, gb, qual, kind, name)
             group.clear()
 
         for s, e, m, ms in merged:
@@ -389,6 +400,14 @@ def mark_tests(chunks: list[CodeChunk], spans: list[tuple[int, int]]) -> list[Co
     return [replace(c, kind="test") if inside(c) else c for c in chunks]
 
 
+def _module_name(path: str) -> str:
+    """What names a file's anonymous ``export default`` function: the file's name (``xhr`` for
+    ``lib/adapters/xhr.js``), an index file's its folder's (which it is imported by)."""
+    parts = path.replace("\\", "/").split("/")
+    stem = parts[-1].split(".")[0]
+    return (parts[-2] if stem == "index" and len(parts) > 1 else stem) or "default"
+
+
 def chunk_code(
     path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int, parse: bool = True
 ) -> tuple[list[CodeChunk], list[SymbolDef]]:
@@ -407,7 +426,7 @@ def chunk_code(
             parser = Parser(language(lang))
             text = for_parser(source) if lang in ("c", "cpp") else source
             root = parser.parse(text.encode("utf-8", "replace")).root_node
-            defs = collect_defs(root, lang)
+            defs = collect_defs(root, lang, _module_name(path))
         except Exception:  # grammar missing / parser failure: fall back to windows
             log.warning("tree-sitter failed for %s; using line windows", path, exc_info=True)
             defs, root = None, None
@@ -418,6 +437,9 @@ def chunk_code(
         chunker.windows()
         return chunker.out, []
     chunker.run(defs)
+    if root is not None and lang:  # imports and licence text alone: no chunk (core/chunk/boiler)
+        bare = boilerplate(root, lang).only_boilerplate
+        chunker.out = [c for c in chunker.out if not bare(lines, c.start_line - 1, c.end_line - 1)]
     if root is not None and lang and (spans := rows_of_tests(root, lang)):
         chunker.out = mark_tests(chunker.out, spans)
     sites = call_sites(root, lang) if root is not None and lang else []
@@ -444,7 +466,7 @@ def chunk(doc: Document, count: TokenCounter, window: int) -> tuple[list[Chunk],
         log.warning("%s: nested too deeply to chunk by symbol; using line windows", doc.path)
         code_chunks, defs = chunk_code(doc.path, doc.text, count, window, parse=False)
     chunks = [
-        Chunk("code", doc.key, cc.text, cc.symbol or cc.label or doc.path, count(cc.text),
+        Chunk("code", doc.key, cc.text, cc.label or cc.symbol or doc.path, count(cc.text),
               path=doc.path, start_line=cc.start_line, end_line=cc.end_line, symbol=cc.symbol,
               kind=cc.kind)
         for cc in code_chunks

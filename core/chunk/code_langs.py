@@ -34,6 +34,10 @@ _JS_DEFS = {
     "class_declaration": "class",
     "method_definition": "method",
     "variable_declarator": "function",  # only `const f = () => ...` / `= class ...`
+    # only as the value of `export default` (:func:`default_export`)
+    "function_expression": "function",
+    "arrow_function": "function",
+    "generator_function": "function",
 }
 _TS_DEFS = {
     **_JS_DEFS,
@@ -44,7 +48,11 @@ _TS_DEFS = {
     "internal_module": "namespace",
     "module": "module",
 }
-_JS_WRAPPERS = frozenset({"export_statement", "lexical_declaration", "variable_declaration"})
+# (an expression is a wrapper only between `export default` and the function it exports)
+EXPORT_PATH = frozenset({"binary_expression", "parenthesized_expression"})
+_JS_WRAPPERS = frozenset(
+    {"export_statement", "lexical_declaration", "variable_declaration", *EXPORT_PATH}
+)
 _TS_WRAPPERS = _JS_WRAPPERS | {"ambient_declaration", "expression_statement"}
 _JS_COMMENTS = (*_C_COMMENTS, "@")
 _CSHARP_DEFS = {
@@ -250,6 +258,16 @@ def norm_name(name: str) -> str:
 def last_row(node: Node) -> int:
     row, col = node.end_point
     return row - 1 if col == 0 and row > node.start_point.row else row
+
+
+def default_export(node: Node) -> bool:
+    """Whether a function or arrow expression is what an ``export default`` exports: alone, or
+    behind a condition (``export default isSupported && function httpAdapter(config) {…}``,
+    ``… && (async (config) => {…})``). Any other is a value (a callback), not a definition."""
+    up = node.parent
+    while up is not None and up.type in EXPORT_PATH:
+        up = up.parent
+    return up is not None and up.type == "export_statement"
 
 
 def def_name(node: Node) -> str | None:

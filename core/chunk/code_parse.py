@@ -13,17 +13,28 @@ from tree_sitter import Node, Query, QueryCursor
 
 from core.chunk.code_langs import (
     CLASSLIKE,
+    EXPORT_PATH,
     LANGS,
     SCOPES,
     def_kind,
     def_name,
+    default_export,
     header_end,
     language,
     last_row,
     node_text,
 )
 
-__all__ = ["Decl", "Def", "collect_defs", "declarations", "label", "member_constants", "walk_defs"]
+__all__ = [
+    "Decl",
+    "Def",
+    "collect_defs",
+    "declarations",
+    "join_names",
+    "label",
+    "member_constants",
+    "walk_defs",
+]
 
 
 @dataclass
@@ -45,8 +56,9 @@ def _defs_query(lang: str) -> Query:
     return Query(language(lang), f"[{types}] @def")
 
 
-def collect_defs(root: Node, lang: str) -> list[Def]:
-    """All definitions, in file order, each linked to its nearest enclosing definition."""
+def collect_defs(root: Node, lang: str, default_name: str = "default") -> list[Def]:
+    """All definitions, in file order, each linked to its nearest enclosing definition.
+    ``default_name`` names an anonymous function that ``export default`` exports."""
     spec = LANGS[lang]
     nodes = QueryCursor(_defs_query(lang)).captures(root).get("def", [])
     nodes.sort(key=lambda n: (n.start_byte, -n.end_byte))
@@ -54,7 +66,10 @@ def collect_defs(root: Node, lang: str) -> list[Def]:
     stack: list[Def] = []
     scoped: list[tuple[Def, str]] = []
     for node in nodes:
-        dotted = def_name(node)
+        if node.type in _FUNCS:  # JS: a definition only as what `export default` exports
+            dotted = (def_name(node) or default_name) if default_export(node) else None
+        else:
+            dotted = def_name(node)
         if not dotted:
             continue
         while stack and stack[-1].node.end_byte <= node.start_byte:
@@ -115,7 +130,7 @@ _VALS = frozenset({"kotlin", "swift"})
 @dataclass(frozen=True)
 class Decl:
     """A name module-level code declares: rows 0-based, inclusive; ``kind`` "constant", or
-    "function" for a named function under ``export default``. ``members``: an object literal's
+    "function" for a named function an ``export default`` wraps. ``members``: an object literal's
     function-valued keys (JS/TS), as (key, first row, last row)."""
 
     name: str
@@ -186,7 +201,7 @@ def _members(value: Node | None) -> tuple[tuple[str, int, int], ...]:
 
 def _named_function(node: Node | None, depth: int = 3) -> str | None:
     """The name of a named function expression within a few levels of ``node`` (``export
-    default isSupported && function httpAdapter(config) {…}``)."""
+    default connect(state)(function Page(props) {…})``)."""
     if node is None or depth < 0:
         return None
     if node.type in _FUNCS or node.type == "class":
@@ -199,12 +214,22 @@ def _named_function(node: Node | None, depth: int = 3) -> str | None:
     return None
 
 
+def _exports_function(value: Node | None) -> bool:
+    """An ``export default`` value that is a function, alone or behind a condition."""
+    if value is None or value.type in _FUNCS:
+        return value is not None
+    return value.type in EXPORT_PATH and any(_exports_function(c) for c in value.named_children)
+
+
 def _js(node: Node) -> list[tuple[str, Node, tuple[tuple[str, int, int], ...]]]:
     if node.type == "export_statement":
         inner = node.child_by_field_name("declaration")
         if inner is not None:
             return _js(inner)
-        fn = _named_function(node.child_by_field_name("value"))
+        value = node.child_by_field_name("value")
+        if _exports_function(value):
+            return []  # a definition (``collect_defs``)
+        fn = _named_function(value)  # `export default connect(…)(function Page() {…})`
         return [(fn, node, ())] if fn else []
     if node.type in _JS_DECL:
         out = []
@@ -321,9 +346,14 @@ def label(decls: list[Decl], a: int, b: int) -> str | None:
             continue
         names.append(d.name)
         names.extend(f"{d.name}.{k}" for k, s, _ in d.members if a <= s <= b)
+    return join_names(names)
+
+
+def join_names(names: list[str]) -> str | None:
+    """Names as a context line lists them: each once, the first :data:`MAX_LABEL`, then "…"."""
+    names = list(dict.fromkeys(names))  # C's `#define X` in each `#if` branch; overloads
     if not names:
         return None
-    names = list(dict.fromkeys(names))  # C's `#define X` in each `#if` branch: once
     return ", ".join(names[:MAX_LABEL]) + (", …" if len(names) > MAX_LABEL else "")
 
 
