@@ -145,6 +145,13 @@ def test_backticked_commands_and_abbreviations_are_not_identifiers() -> None:
     assert "bot/common.py" in r.paths
 
 
+def test_how_does_x_decide_is_not_a_how_to() -> None:
+    """"How does X decide …" asks what the code does; "how do I", "how does one" ask how to."""
+    assert analyse("How does the parser decide which option wins?").kind != "howto"
+    assert analyse("How do I configure the proxy?").kind == "howto"
+    assert analyse("How does one configure the proxy?").kind == "howto"
+
+
 def test_names_in_calls_ruby_predicates_and_not_domains_or_product_names() -> None:
     """A backticked call with arguments names what it calls; a Ruby predicate or bang method is
     a name with its `?`/`!`; an e-mail's domain and the names of languages and platforms are not

@@ -18,7 +18,7 @@ from tree_sitter import Node
 
 from core.chunk.code_langs import last_row, node_text
 
-__all__ = ["Rows", "boilerplate"]
+__all__ = ["LICENCE", "Rows", "boilerplate"]
 
 _JS = frozenset({"import_statement"})
 # Per language: statements that only place the file or import (more in :func:`_is_boiler`).
@@ -48,7 +48,7 @@ _C_BLOCKS = frozenset(
 )  # fmt: skip
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment", "multiline_comment"})
 _ATTRIBUTES = frozenset({"attribute_item"})  # Rust's `#[cfg(…)]`: as the item it annotates
-_LICENCE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved", re.IGNORECASE)
+LICENCE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved", re.IGNORECASE)
 _DOC = ("///", "//!", "/**", "/*!")
 _DIRECTIVES = frozenset({"use strict", "use client", "use server"})
 _RUBY_REQUIRE = frozenset({"require", "require_relative"})
@@ -133,7 +133,7 @@ def _comment_kind(block: list[Node], after: Node | None, rows: Rows) -> set[int]
     ``// Package x …`` or a Java ``package-info``'s comment right above its package line) is
     content; other comments are neither."""
     text = "\n".join(node_text(c) for c in block)
-    if _LICENCE.search(text) or text.startswith("/// <reference"):  # (TypeScript's imports)
+    if LICENCE.search(text) or text.startswith("/// <reference"):  # (TypeScript's imports)
         return rows.boiler
     adjoins = after is not None and after.start_point.row == last_row(block[-1]) + 1
     doc = any(node_text(c).startswith(_DOC) for c in block)

@@ -36,7 +36,7 @@ from core.store.base import BuildReader, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 19  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py;
+CHUNKER_VERSION = 20  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py;
 # 4: a long code block split into fenced parts with their own lines; 5: module code named by the
 # declarations it holds, which join the symbol table; 6: that name is the chunk's title; 7: a
 # heading keeps its code spans paired (only markup wrapping the whole title is dropped); 8: a
@@ -51,7 +51,8 @@ CHUNKER_VERSION = 19  # 2: symbols carry the names they call; 3: Markdown by mar
 # Rust's inline tests (`#[cfg(test)]` items, `#[test]` functions) as chunks of kind `test`; 17:
 # (a screened label change, reverted); 18: a `cfg` counts when it needs `test`, `#![cfg(test)]`;
 # 19: a method group titled by the methods it holds, chunks of imports / package lines / licence
-# text alone left out, JS `export default cond && function …` a definition
+# text alone left out, JS `export default cond && function …` a definition; 20: a `/** … */`
+# block parted from its definition by blank lines is that definition's
 
 
 @dataclass

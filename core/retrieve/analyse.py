@@ -54,7 +54,7 @@ _PATH = re.compile(
 _ERROR = re.compile(r"\b(\w*(?:Error|Exception|Panic|Fault))\b(?::\s*(.+))?")
 
 _HOWTO = re.compile(
-    r"\b(how\s+(?:do|can|should|to)|how\s+does\s+one|install|configure|set\s*up|setup|usage|"
+    r"\b(how\s+(?:do|can|should|to)\b(?!es\b)|how\s+does\s+one|install|configure|set\s*up|setup|usage|"
     r"example|tutorial|guide|documentation|docs|c[óo]mo\s+(?:se\s+)?(?:configur|instal|us|hag|"
     r"ejecut|obteng|indexo)|instalar|configurar|ejemplo|gu[íi]a)\w*",
     re.IGNORECASE,
