@@ -35,8 +35,8 @@ LICENCE = "/*\n * Copyright (C) 2008 Google Inc.\n *\n * Licensed under the Apac
         ("src/alias.rs", "use super::*;\n\n#[derive(Debug)]\npub(crate) struct Alias {\n"
          "  name: u8,\n}\n", [(3, 6, "Alias")]),
         ("src/lib.rs", "#[cfg(feature = \"git\")]\nuse crate::diff::LineChanges;\nuse crate::{\n"
-         "  a::B,\n  c::D,\n};\nextern crate libc;\nmod alias;\npub mod run;\n\nfn main() {}\n",
-         [(11, 11, "main")]),
+         "  a::B,\n  c::D,\n};\nextern crate libc;\nmod alias;\n\nfn main() {}\n",
+         [(10, 10, "main")]),
         ("server.go", "// Copyright 2009 The Go Authors.\n// Use of this source code is governed by"
          " a BSD-style\n// license.\n\npackage server\n\nimport (\n\t\"fmt\"\n\t\"os\"\n)\n\n"
          "func New() {}\n", [(12, 12, "New")]),
@@ -109,13 +109,34 @@ def test_a_long_import_list_is_dropped_piece_by_piece() -> None:
     assert spans("A.java", src, 60) == [(84, 86, "A")]
 
 
-def test_a_file_of_imports_alone_has_no_chunk_and_keeps_its_symbols() -> None:
+def test_a_files_symbols_do_not_depend_on_its_boilerplate_chunks() -> None:
     """Nothing of a file's parse is read from its chunks: its symbols and the calls each makes
-    are the same whether its import chunk is kept or not; a file of imports alone has none."""
+    are the same whether its import chunk is kept or not."""
     src = "import os\nimport sys\n\n\ndef main():\n    os.exit(run(sys.argv))\n"
     chunks, symbols = chunk_code("cli.py", src, words, 500)
     assert [(c.start_line, c.symbol) for c in chunks] == [(5, "main")]
     assert [(s.qualname, s.start_line, s.calls) for s in symbols] == [("main", 5, ("exit", "run"))]
-    doc = Document("code", "pkg/__init__.py", "from .a import f\nfrom .b import g\n", "h",
-                   path="pkg/__init__.py", title="pkg/__init__.py")  # fmt: skip
-    assert chunk(doc, words, 500) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("path", "src"),
+    [
+        # a package's public API: re-exports, found by a question or a trace that names the file
+        ("pkg/__init__.py", "from .a import f\nfrom .b import g\n"),
+        ("src/lib.rs", "pub mod run;\npub use crate::e::{Error, Result};\n"),
+        # a file of imports alone keeps them: it has nothing else to be found by
+        ("pkg/compat.py", "# Licensed under the MIT licence.\nimport os\nimport sys\n"),
+        # Go's cgo preamble is C code, not a comment
+        ("add.go", "package add\n\n// int add(int a, int b) { return a + b; }\nimport \"C\"\n"),
+    ],
+)
+def test_re_exports_cgo_and_a_file_of_imports_alone_keep_their_chunks(path: str, src: str) -> None:
+    doc = Document("code", path, src, "h", path=path, title=path)
+    chunks, _ = chunk(doc, words, 500)
+    assert chunks and "\n".join(c.text for c in chunks).count("\n") >= src.count("\n") - 1
+
+
+def test_cgo_preamble_beside_code_is_kept() -> None:
+    src = ("package add\n\n/*\nint add(int a, int b) { return a + b; }\n*/\nimport \"C\"\n\n"
+           "func Add() int {\n\treturn 1\n}\n")  # fmt: skip
+    assert any("int add(int a" in c.text for c in chunk_code("add.go", src, words, 500)[0])

@@ -693,6 +693,20 @@ def test_a_doc_block_parted_from_its_method_by_a_blank_line_stays_with_it() -> N
     assert "Copyright" not in klass.text
 
 
+def test_a_line_of_code_ending_in_a_comment_above_a_blank_line_is_not_a_doc_block() -> None:
+    """``x = 5; /* five */`` or ``#endif /* X */`` end in ``*/`` but are code: the definition
+    below keeps its own first line (this once raised, and the file was left out); a file's own
+    ``/** @fileoverview */`` is not the next function's."""
+    src = ("int x = 5; /* five */\n\nint f(void) {\n  return 1;\n}\n#endif /* X_H */\n\n"
+           "int g(void);\n")  # fmt: skip
+    chunks, _ = chunk_code("a.c", src, words, 500)
+    check(src, chunks, 500, words)
+    js = "/** @fileoverview Helpers. */\n\nfunction a() {\n  return 1;\n}\n"
+    (first, *_), _ = chunk_code("u.js", js, words, 500)
+    assert (first.start_line, first.symbol) != (1, "a")
+    assert any(c.symbol == "a" and c.start_line == 3 for c in chunk_code("u.js", js, words, 500)[0])
+
+
 def test_long_java_class_split_with_char_counter() -> None:
     methods = "\n".join(
         f"    public int m{i}(int x) {{\n"

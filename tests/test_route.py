@@ -146,7 +146,8 @@ def test_backticked_commands_and_abbreviations_are_not_identifiers() -> None:
 
 
 def test_how_does_x_decide_is_not_a_how_to() -> None:
-    """"How does X decide …" asks what the code does; "how do I", "how does one" ask how to."""
+    """A question "how does X decide …" asks what the code does; "how do I" and "how does one"
+    ask how to."""
     assert analyse("How does the parser decide which option wins?").kind != "howto"
     assert analyse("How do I configure the proxy?").kind == "howto"
     assert analyse("How does one configure the proxy?").kind == "howto"
@@ -158,7 +159,9 @@ def test_names_in_calls_ruby_predicates_and_not_domains_or_product_names() -> No
     the repository's identifiers (a backticked one still is)."""
     assert analyse("does `parse(text, strict=True)` raise?").identifiers == ["parse"]
     assert analyse("what do `valid?` and `save!` return?").identifiers == ["valid?", "save!"]
-    assert analyse("Validating foo@bar.com fails").identifiers == []
+    assert analyse("Validating foo@bar.com or john.doe@x.org fails").identifiers == []
+    assert analyse("Why does @click.option drop defaults?").identifiers == ["click.option"]
+    assert analyse("after `if (x > 0)` or `require('axios')`").identifiers == []
     assert analyse("Why does TypeScript complain on GitHub and JavaScript?").identifiers == []
     assert analyse("the `GitHub` class of this repository").identifiers == ["GitHub"]
     assert analyse("is parseConfig typed in TypeScript?").identifiers == ["parseConfig"]
@@ -221,8 +224,10 @@ def test_glossary_phrases_say_what_their_words_say_together() -> None:
     assert english_terms("lanza una excepción con el valor devuelto") == [
         "throw", "raise", "throws", "exception", "value", "return", "returned",
     ]  # fmt: skip
+    assert english_terms("el codigo de salida") == ["exit", "code", "status"]  # typed unaccented
     # No English word begins a new stem.
     assert english_terms("The library can autocomplete a subcommand's schema") == []
+    assert english_terms("The retry loop devolves; devolving it") == []
 
 
 def test_the_glossary_is_data_and_can_be_turned_off() -> None:

@@ -20,8 +20,16 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from core.chunk.boiler import LICENCE, boilerplate
-from core.chunk.code_langs import CLASSLIKE, LANGS, SCOPES, LangSpec, language, language_for_path
+from core.chunk.boiler import boilerplate, definitions_doc
+from core.chunk.code_langs import (
+    CLASSLIKE,
+    LANGS,
+    SCOPES,
+    LangSpec,
+    default_export_name,
+    language,
+    language_for_path,
+)
 from core.chunk.code_parse import (
     Decl,
     Def,
@@ -266,9 +274,8 @@ class _Chunker:
         while r >= lo and self.blank(r):
             r -= 1
         if lo <= r < row - 1 and self.lines[r].rstrip().endswith("*/"):
-            top = self.comments_above(r + 1, lo)
-            doc = self.lines[top : r + 1]
-            if doc[0].lstrip().startswith("/**") and not LICENCE.search("\n".join(doc)):
+            top = self.comments_above(r + 1, lo)  # (r itself may be code: `x = 5; /* c */`)
+            if top <= r and definitions_doc("\n".join(self.lines[top : r + 1])):
                 return top
         return row
 
@@ -415,14 +422,6 @@ def mark_tests(chunks: list[CodeChunk], spans: list[tuple[int, int]]) -> list[Co
     return [replace(c, kind="test") if inside(c) else c for c in chunks]
 
 
-def _module_name(path: str) -> str:
-    """What names a file's anonymous ``export default`` function: the file's name (``xhr`` for
-    ``lib/adapters/xhr.js``), an index file's its folder's (which it is imported by)."""
-    parts = path.replace("\\", "/").split("/")
-    stem = parts[-1].split(".")[0]
-    return (parts[-2] if stem == "index" and len(parts) > 1 else stem) or "default"
-
-
 def chunk_code(
     path: str, source: str, count_tokens: Callable[[str], int], max_tokens: int, parse: bool = True
 ) -> tuple[list[CodeChunk], list[SymbolDef]]:
@@ -441,7 +440,7 @@ def chunk_code(
             parser = Parser(language(lang))
             text = for_parser(source) if lang in ("c", "cpp") else source
             root = parser.parse(text.encode("utf-8", "replace")).root_node
-            defs = collect_defs(root, lang, _module_name(path))
+            defs = collect_defs(root, lang, default_export_name(path))
         except Exception:  # grammar missing / parser failure: fall back to windows
             log.warning("tree-sitter failed for %s; using line windows", path, exc_info=True)
             defs, root = None, None
@@ -452,9 +451,13 @@ def chunk_code(
         chunker.windows()
         return chunker.out, []
     chunker.run(defs)
-    if root is not None and lang:  # imports and licence text alone: no chunk (core/chunk/boiler)
+    if root is not None and lang and not path.endswith("__init__.py"):
+        # Imports and licence text alone: no chunk (boiler.py). A package's `__init__.py` is its
+        # public API (re-exports); a file of boilerplate alone keeps its chunks, so that a
+        # question or a trace naming it still finds it.
         bare = boilerplate(root, lang).only_boilerplate
-        chunker.out = [c for c in chunker.out if not bare(lines, c.start_line - 1, c.end_line - 1)]
+        kept = [c for c in chunker.out if not bare(lines, c.start_line - 1, c.end_line - 1)]
+        chunker.out = kept or chunker.out
     if root is not None and lang and (spans := rows_of_tests(root, lang)):
         chunker.out = mark_tests(chunker.out, spans)
     sites = call_sites(root, lang) if root is not None and lang else []

@@ -385,3 +385,11 @@ def header_end(node: Node, end: int) -> int:
             prev = prev.prev_sibling
         row = prev.end_point.row if prev is not None else start
     return max(start, min(row, end))
+
+
+def default_export_name(path: str) -> str:
+    """What names a file's anonymous ``export default`` function: the file's name (``xhr`` for
+    ``lib/adapters/xhr.js``), an index file's its folder's (which it is imported by)."""
+    parts = path.replace("\\", "/").split("/")
+    stem = parts[-1].split(".")[0]
+    return (parts[-2] if stem == "index" and len(parts) > 1 else stem) or "default"

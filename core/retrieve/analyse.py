@@ -29,11 +29,16 @@ _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 _NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?")
 # A backticked call with its arguments (`PrettyPrinter::highlight(3)`): the name called.
 _CALLED = re.compile(r"([A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?)\s*\(.*\)\s*;?")
+_EMAIL_AT = re.compile(r"\w@")
+# Not a name that a backticked call quotes: keywords and the module loader (`if (x)`, `require(…)`).
+_NOT_CALLED = frozenset(
+    "if for while switch catch return sizeof typeof await new function require import $".split()
+)
 # CamelCase words that name languages and platforms, not a repository's code (a backticked one
 # is still read).
 _PRODUCTS = frozenset(
     "typescript javascript coffeescript github gitlab bitbucket powershell macos nodejs "
-    "webassembly youtube wordpress stackoverflow jetbrains".split()
+    "webassembly youtube wordpress stackoverflow jetbrains numpy pytorch ios".split()
 )
 _CALL = re.compile(r"\b([A-Za-z_][\w.]*)\(\)")
 _SNAKE = re.compile(
@@ -54,7 +59,7 @@ _PATH = re.compile(
 _ERROR = re.compile(r"\b(\w*(?:Error|Exception|Panic|Fault))\b(?::\s*(.+))?")
 
 _HOWTO = re.compile(
-    r"\b(how\s+(?:do|can|should|to)\b(?!es\b)|how\s+does\s+one|install|configure|set\s*up|setup|usage|"
+    r"\b(how\s+(?:do|can|should|to)\b|how\s+does\s+one|install|configure|set\s*up|setup|usage|"
     r"example|tutorial|guide|documentation|docs|c[óo]mo\s+(?:se\s+)?(?:configur|instal|us|hag|"
     r"ejecut|obteng|indexo)|instalar|configurar|ejemplo|gu[íi]a)\w*",
     re.IGNORECASE,
@@ -155,7 +160,7 @@ def _backticked(span: str) -> str | None:
     if _NAME.fullmatch(s):
         return s
     m = _CALLED.fullmatch(span.strip())
-    return m.group(1) if m else None
+    return m.group(1) if m and m.group(1) not in _NOT_CALLED else None
 
 
 def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
@@ -197,7 +202,9 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
         for m in _DOTTED.finditer(bare)
         if not any(m.group(0) in p for p in r.paths)
         and max(len(x) for x in m.group(0).split(".")) > 2  # "e.g", "i.e" are not names
-        and bare[max(0, m.start() - 1) : m.start()] != "@"  # nor an e-mail's domain
+        # nor an e-mail address's parts (yet `@app.route` is a name)
+        and not _EMAIL_AT.fullmatch(bare[max(0, m.start() - 2) : m.start()])
+        and bare[m.end() : m.end() + 1] != "@"
     ]
     idents += [
         dotted

@@ -116,10 +116,10 @@ def _terms_of(text: str) -> frozenset[str]:
     return frozenset(terms(text))
 
 
-_IDENT_TOKEN = re.compile(r"[a-z0-9]+")
+_IDENT_TOKEN = re.compile(r"[^\W_]+")
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=1024)
 def _ident_tokens(text: str) -> frozenset[str]:
     """A chunk's identifiers as :class:`Context` writes the question's (lower case, parts
     joined: ``parse_config``/``parseConfig`` → ``parseconfig``), whole tokens: ``get`` is not
