@@ -18,7 +18,7 @@ from tree_sitter import Node
 
 from core.chunk.code_langs import last_row, node_text
 
-__all__ = ["LICENCE", "Rows", "boilerplate", "definitions_doc"]
+__all__ = ["LICENCE", "Rows", "boilerplate"]
 
 _JS = frozenset({"import_statement"})
 # Per language: statements that only place the file or import (more in :func:`_is_boiler`).
@@ -49,24 +49,11 @@ _C_BLOCKS = frozenset(
 _COMMENTS = frozenset({"comment", "line_comment", "block_comment", "multiline_comment"})
 _ATTRIBUTES = frozenset({"attribute_item"})  # Rust's `#[cfg(…)]`: as the item it annotates
 LICENCE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved", re.IGNORECASE)
-# A `/** … */` block that is not the next definition's documentation even when it stands above
-# it: licence text, a file's or a type's own doc.
-_NOT_A_DEFINITIONS_DOC = re.compile(
-    rf"{LICENCE.pattern}|@(?:fileoverview|file|module|typedef|callback|license|preserve)\b",
-    re.IGNORECASE,
-)
 _DOC = ("///", "//!", "/**", "/*!")
 _CGO = re.compile(r'import\s+"C"')
 _DIRECTIVES = frozenset({"use strict", "use client", "use server"})
 _RUBY_REQUIRE = frozenset({"require", "require_relative"})
 _PHP_REQUIRE = frozenset({"require", "require_once", "include", "include_once"})
-
-
-def definitions_doc(block: str) -> bool:
-    """Whether a comment block parted from the definition below it by blank lines is still that
-    definition's documentation (code.py's ``ext_start``): a ``/** … */`` block that is not
-    licence text nor a file's or a type's own doc (``@fileoverview``, ``@typedef``)."""
-    return block.lstrip().startswith("/**") and not _NOT_A_DEFINITIONS_DOC.search(block)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from core.chunk.boiler import boilerplate, definitions_doc
+from core.chunk.boiler import boilerplate
 from core.chunk.code_langs import (
     CLASSLIKE,
     LANGS,
@@ -266,20 +266,6 @@ class _Chunker:
 
     # -- symbols
     def ext_start(self, row: int, lo: int) -> int:
-        """The first row of a definition's leading comments; a documentation block (``/** …
-        */``) parted from it by blank lines is its own too (commander writes every method so;
-        left above, it was a chunk of its own under the class's name)."""
-        row = self.comments_above(row, lo)
-        r = row - 1
-        while r >= lo and self.blank(r):
-            r -= 1
-        if lo <= r < row - 1 and self.lines[r].rstrip().endswith("*/"):
-            top = self.comments_above(r + 1, lo)  # (r itself may be code: `x = 5; /* c */`)
-            if top <= r and definitions_doc("\n".join(self.lines[top : r + 1])):
-                return top
-        return row
-
-    def comments_above(self, row: int, lo: int) -> int:
         while row - 1 >= lo and self.lines[row - 1].lstrip().startswith(self.comments):
             row -= 1
         return row
