@@ -684,6 +684,21 @@ def test_a_line_of_code_ending_in_a_comment_above_a_blank_line_is_not_a_doc_bloc
     assert any(c.symbol == "a" and c.start_line == 3 for c in chunk_code("u.js", js, words, 500)[0])
 
 
+def test_a_javadoc_without_leading_stars_is_its_classs_even_when_split() -> None:
+    """jsoup writes Javadoc without `*` on its inner lines: the block right above a class is the
+    class's, and the pieces a long one is cut into carry the class's name (they were untitled
+    module code); a licence block is not a class's doc."""
+    doc = "\n".join(f" Line {i} of the selector syntax, <code>a b</code>." for i in range(40))
+    src = (f"/* Copyright 2024, MIT licence. */\npackage p;\n\nimport java.util.List;\n\n"
+           f"/**\n{doc}\n @see Element#select(String css) */\n"
+           "public class Selector {\n    int x;\n}\n")  # fmt: skip
+    chunks, _ = chunk_code("Selector.java", src, words, 120)
+    check(src, chunks, 120, words)
+    assert chunks[0].start_line == 6 and len(chunks) > 2
+    assert all(c.symbol == "Selector" for c in chunks)
+    assert not any("Copyright" in c.text for c in chunks)
+
+
 def test_long_java_class_split_with_char_counter() -> None:
     methods = "\n".join(
         f"    public int m{i}(int x) {{\n"

@@ -50,6 +50,9 @@ def test_comment_share_tells_documentation_from_behaviour() -> None:
     assert comment_share(LOGIC) == 0.0  # a trailing comment does not make a comment line
     assert comment_share(PYTHON) == pytest.approx(3 / 5)  # the docstring's lines, not the code
     assert comment_share("only/a/context/line.py") == 0.0
+    # a piece of a long block comment that starts inside it: its lines up to `*/` are comment
+    assert comment_share("Sel.java › Selector\n more about it\n @see X */\nclass S {\n}") == 0.5
+    assert comment_share("a.c\nint x; /* a */\nint y;") == 0.0
 
 
 def _cand(path: str, kind: str, text: str, cos: float) -> Candidate:

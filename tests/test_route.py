@@ -165,6 +165,8 @@ def test_names_in_calls_ruby_predicates_and_not_domains_or_product_names() -> No
     assert analyse("Why does TypeScript complain on GitHub and JavaScript?").identifiers == []
     assert analyse("the `GitHub` class of this repository").identifiers == ["GitHub"]
     assert analyse("is parseConfig typed in TypeScript?").identifiers == ["parseConfig"]
+    # an HTML tag written in mixed case is markup, not a name
+    assert analyse("<textarea>x</TeXtArEa> ends parseConfig's title").identifiers == ["parseConfig"]
 
 
 @pytest.mark.parametrize(

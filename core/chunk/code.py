@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from core.chunk.boiler import boilerplate
+from core.chunk.boiler import LICENCE, boilerplate
 from core.chunk.code_langs import (
     CLASSLIKE,
     LANGS,
@@ -29,6 +29,8 @@ from core.chunk.code_langs import (
     default_export_name,
     language,
     language_for_path,
+    last_row,
+    node_text,
 )
 from core.chunk.code_parse import (
     Decl,
@@ -265,9 +267,21 @@ class _Chunker:
             pos, guess = pos + cut, lo
 
     # -- symbols
-    def ext_start(self, row: int, lo: int) -> int:
+    def ext_start(self, row: int, lo: int, d: Def | None = None) -> int:
+        """The first row of a definition's leading comments: lines that start as comments do,
+        and a block comment the parse puts right above it, whatever its inner lines start with
+        (jsoup writes Javadoc without `*`; split off, it was untitled module code)."""
         while row - 1 >= lo and self.lines[row - 1].lstrip().startswith(self.comments):
             row -= 1
+        node = d.node if d is not None else None
+        while node is not None and (up := node.parent) is not None and up.end_byte == node.end_byte:
+            node = up  # (an `export`, a decorator, a template: the wrapper's sibling)
+        prev = node.prev_sibling if node is not None else None
+        if prev is None or "comment" not in prev.type or prev.start_point.row < lo:
+            return row
+        text = node_text(prev)
+        if text.startswith("/*") and not LICENCE.search(text) and row <= last_row(prev) + 1:
+            return min(row, prev.start_point.row)
         return row
 
     def parts(self, defs: list[Def], a: int, b: int) -> list[tuple[int, int, Def | None]]:
@@ -278,7 +292,7 @@ class _Chunker:
             s, e = max(d.start, cur), min(d.end, b)
             if e < s:
                 continue
-            s = self.ext_start(s, cur) if s == d.start else s
+            s = self.ext_start(s, cur, d) if s == d.start else s
             self.add_gap(out, cur, s - 1)
             out.append((s, e, d))
             cur = e + 1

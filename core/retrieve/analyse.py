@@ -196,7 +196,12 @@ def analyse(question: str, aliases: Mapping[str, str] | None = None) -> Route:
     idents = [dotted for i in idents if (dotted := _scoped(i))]
     idents += _CALL.findall(bare)
     idents += _SNAKE.findall(bare)
-    idents += [c for c in _CAMEL.findall(bare) if c.lower() not in _PRODUCTS]
+    idents += [
+        m.group(0)
+        for m in _CAMEL.finditer(bare)
+        if m.group(0).lower() not in _PRODUCTS
+        and not bare[max(0, m.start() - 2) : m.start()].endswith(("<", "</"))  # an HTML tag
+    ]
     idents += [
         m.group(0)
         for m in _DOTTED.finditer(bare)

@@ -133,7 +133,15 @@ def comment_share(text: str) -> float:
     retrievers, yet holds no behaviour."""
     lines = [line for line in text.split("\n")[1:] if line.strip()]
     n, block = 0, ""
-    for line in lines:
+    # A piece of a long block comment that the chunker cut starts inside it, without `/*`: its
+    # lines up to the first `*/` (with no `/*` before it) are comment too.
+    for i, line in enumerate(lines):
+        if "/*" in line.split("*/")[0]:
+            break
+        if "*/" in line:
+            n = i + 1
+            break
+    for line in lines[n:]:
         s = line.strip()
         if block:
             n += 1
