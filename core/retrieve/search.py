@@ -171,6 +171,7 @@ async def retrieve(
     if opt.mode == "full":
         resolve_several(pool)
         named_issues_first(pool)
+        call_sites_kept(pool)
     slots: dict[Collection, int]
     localize = False
     if opt.mode == "rrf":
@@ -264,6 +265,22 @@ def named_issues_first(pool: Pool) -> None:
         c = h.chunk
         if c is not None and c.issue is not None and chosen.get(c.issue) == c.repo:
             h.score += FIRST
+    hits.sort(key=lambda h: -h.score)
+
+
+def call_sites_kept(pool: Pool) -> None:
+    """"Who calls `parse_config`?" is answered by the places that call it (the code graph's
+    call sites, found exactly): they rank with the best candidate whatever the ranker made of
+    their text — a caller's few lines share little with the question beyond the name."""
+    why = pool.found.exact.get("code", [])
+    rows = {e["row"] for e in why if str(e.get("why", "")).startswith("calls ")}
+    hits = pool.found.hits.get("code") or []
+    if not rows or not hits:
+        return
+    top = max(c.score for c in pool.all())
+    for h in hits:
+        if h.row in rows:
+            h.score = max(h.score, top)
     hits.sort(key=lambda h: -h.score)
 
 
