@@ -678,6 +678,9 @@ def test_a_line_of_code_ending_in_a_comment_above_a_blank_line_is_not_a_doc_bloc
            "int g(void);\n")  # fmt: skip
     chunks, _ = chunk_code("a.c", src, words, 500)
     check(src, chunks, 500, words)
+    tight = "int x = 5; /* five */\nint f(void) {\n  return 1;\n}\n"  # no blank line between
+    f = next(c for c in chunk_code("a.c", tight, words, 500)[0] if c.symbol == "f")
+    assert f.start_line == 2
     js = "/** @fileoverview Helpers. */\n\nfunction a() {\n  return 1;\n}\n"
     (first, *_), _ = chunk_code("u.js", js, words, 500)
     assert (first.start_line, first.symbol) != (1, "a")

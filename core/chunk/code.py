@@ -279,9 +279,10 @@ class _Chunker:
         prev = node.prev_sibling if node is not None else None
         if prev is None or "comment" not in prev.type or prev.start_point.row < lo:
             return row
-        text = node_text(prev)
-        if text.startswith("/*") and not LICENCE.search(text) and row <= last_row(prev) + 1:
-            return min(row, prev.start_point.row)
+        text, at = node_text(prev), prev.start_point
+        alone = not self.lines[at.row][: at.column].strip()  # (not `x = 5; /* c */`)
+        if alone and text.startswith("/*") and not LICENCE.search(text):
+            return min(row, at.row) if row <= last_row(prev) + 1 else row
         return row
 
     def parts(self, defs: list[Def], a: int, b: int) -> list[tuple[int, int, Def | None]]:

@@ -36,7 +36,7 @@ from core.store.base import BuildReader, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 23  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py;
+CHUNKER_VERSION = 24  # 2: symbols carry the names they call; 3: Markdown by markdown-it-py;
 # 4: a long code block split into fenced parts with their own lines; 5: module code named by the
 # declarations it holds, which join the symbol table; 6: that name is the chunk's title; 7: a
 # heading keeps its code spans paired (only markup wrapping the whole title is dropped); 8: a
@@ -55,7 +55,8 @@ CHUNKER_VERSION = 23  # 2: symbols carry the names they call; 3: Markdown by mar
 # block parted from its definition by blank lines is that definition's (20 crashed on
 # `x = 5; /* c */` above a blank line); 21: re-exports, cgo preambles and a file of imports alone
 # keep their chunks; 22: 20's doc blocks reverted (screened: s52, addendum 4); 23: a block comment
-# the parse puts right above a definition is its doc, whatever its inner lines start with
+# the parse puts right above a definition is its doc, whatever its inner lines start with; 24: not
+# one that ends a line of code (`x = 5; /* c */`)
 
 
 @dataclass
