@@ -26,9 +26,10 @@ _ISSUE_REF = re.compile(
 )
 _BACKTICK = re.compile(r"`([^`\n]{1,120})`")
 # A backticked name: dotted or scoped, a Ruby predicate or bang method (`valid?`, `save!`).
-_NAME = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?")
+_NAME_PATTERN = r"[A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?"
+_NAME = re.compile(_NAME_PATTERN)
 # A backticked call with its arguments (`PrettyPrinter::highlight(3)`): the name called.
-_CALLED = re.compile(r"([A-Za-z_$][\w$]*(?:(?:\.|::)[A-Za-z_$][\w$]*)*[?!]?)\s*\(.*\)\s*;?")
+_CALLED = re.compile(rf"({_NAME_PATTERN})\s*\(.*\)\s*;?")
 _EMAIL_AT = re.compile(r"\w@")
 # Not a name that a backticked call quotes: keywords and the module loader (`if (x)`, `require(…)`).
 _NOT_CALLED = frozenset(

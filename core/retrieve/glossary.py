@@ -35,11 +35,12 @@ def _tables() -> tuple[tuple[Phrase, ...], tuple[tuple[str, tuple[str, ...]], ..
         if not isinstance(table, dict):
             raise ValueError(f"glossary.yaml: {lang!r} must map stems to English terms")
         for stem, terms in table.items():
-            words = tuple(_WORD.findall(str(stem).lower()))
+            key, english = str(stem).lower(), tuple(str(terms).split())
+            words = tuple(_WORD.findall(key))
             if len(words) > 1:
-                phrases[words] = tuple(str(terms).split())
+                phrases[words] = english
             else:
-                stems[str(stem).lower()] = tuple(str(terms).split())
+                stems[key] = english
     return (
         tuple(sorted(phrases.items(), key=lambda kv: len(kv[0]), reverse=True)),
         tuple(sorted(stems.items(), key=lambda kv: len(kv[0]), reverse=True)),
