@@ -195,6 +195,12 @@ def shipped_sets() -> list[str]:
     return list(info["fitted_on"]["sets"])
 
 
+def shipped_objective() -> str:
+    """What the shipped ranker was fitted to maximise (``train_ranker.py --objective``)."""
+    info = json.loads((ROOT / "core" / "retrieve" / "ranker.json").read_text())["info"]
+    return "files" if "over files" in str(info.get("objective", "")) else "chunks"
+
+
 def loso_models(split: list[str], work: Path) -> dict[str, dict[str, str]]:
     """For every set the shipped models were fitted on, a ranker and a kind classifier fitted
     the same way on the tuning halves of the others of those sets (``train_ranker.py
@@ -206,8 +212,8 @@ def loso_models(split: list[str], work: Path) -> dict[str, dict[str, str]]:
     d, fitted = work / "loso", shipped_sets()
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_ranker.py"), "--workdir",
                     str(work), "--sets", *fitted, "--split", "tune", "--l2", str(L2),
-                    "--held-out", str(d), "--as-configured"], check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+                    "--held-out", str(d), "--as-configured", "--objective", shipped_objective()],
+                   check=True, stdout=subprocess.DEVNULL)  # fmt: skip
     return {s: {"ranker_file": str(d / f"ranker-without-{s}.json"),
                 "kinds_file": str(d / f"kinds-without-{s}.json")} for s in fitted}  # fmt: skip
 

@@ -110,3 +110,40 @@ def trial_lines(
         out.append(f"{name:8} n={len(idx):4}  MRR {np.mean(a):.3f} -> {np.mean(b):.3f}  "
                    f"paired {mean:+.4f} ± {se:.4f}  up {up} down {down}")  # fmt: skip
     return out
+
+
+def file_ids(cands: Sequence[Any]) -> np.ndarray:
+    """Each candidate's file as an int, the same int for the same file: a code or docs path of
+    its repository, an issue thread by its number (what ``ask`` cites once)."""
+    seen: dict[tuple[object, ...], int] = {}
+    out = []
+    for c in cands:
+        ch = c.chunk
+        key: tuple[object, ...] = (
+            (c.collection, ch.repo, ch.path if ch.path is not None else ch.issue)
+            if ch is not None else ("row", c.collection, c.row)
+        )  # fmt: skip
+        out.append(seen.setdefault(key, len(seen)))
+    return np.array(out, dtype=np.int64)
+
+
+def file_reciprocal_ranks(
+    scores: Sequence[np.ndarray],
+    groups: Sequence[tuple[np.ndarray, np.ndarray]],
+    files: Sequence[np.ndarray],
+    k: int = 6,
+) -> list[float]:
+    """Reciprocal rank of the first gold *file* among the first ``k`` files of the order, each
+    file at its best candidate (what ``ask`` cites: each file once before any file twice)."""
+    out = []
+    for s, (_, y), f in zip(scores, groups, files, strict=True):
+        seen: set[int] = set()
+        firsts = []
+        for j in np.argsort(-s, kind="stable"):
+            if int(f[j]) not in seen:
+                seen.add(int(f[j]))
+                firsts.append(int(j))
+        firsts = firsts[:k]
+        rank = next((i + 1 for i, j in enumerate(firsts) if y[j]), None)
+        out.append(1.0 / rank if rank else 0.0)
+    return out

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import json  # noqa: E402
 
 from eval_devsets import DEVSETS, SETS  # noqa: E402  (the dev sets, one list)
-from feature_trial import Extra, ExtraError, trial_lines  # noqa: E402
+from feature_trial import Extra, ExtraError, file_ids, file_reciprocal_ranks, trial_lines  # noqa: E402
 
 from core.config import RetrievalConfig, Settings  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
@@ -47,6 +47,22 @@ from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 Group = tuple[np.ndarray, np.ndarray]
+# What a fit maximises (--objective; ranker.json's info says which, eval_devsets.py --loso reads it)
+OBJECTIVES = {
+    "chunks": "listwise softmax, log probability of the gold candidates",
+    "files": "listwise softmax over files (a file scores its best candidate), log probability "
+    "of the gold files",
+}
+
+
+def fids(
+    per_set: dict[str, list[Question]], args: argparse.Namespace
+) -> dict[str, list[np.ndarray]] | None:
+    """Each set's questions' file ids when fitting on files (``--objective files``)."""
+    if args.objective != "files":
+        return None
+    return {n: [q.files if q.files is not None else np.arange(len(q.cands)) for q in qs]
+            for n, qs in per_set.items()}  # fmt: skip
 
 
 def gold(c: object, g: Gold) -> bool:
@@ -68,6 +84,7 @@ class Question:
     hybrid: np.ndarray
     text: str = ""  # the question as asked (for a feature on trial: --extra)
     instance: str = ""  # the instance it was asked of
+    files: np.ndarray | None = None  # each candidate's file as an int (file_ids)
 
 
 def kind_of(q: EvalQuestion) -> int:
@@ -125,7 +142,7 @@ async def collect(
             out.append(Question(
                 await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
                 np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
-                np.array([c.score for c in cands]), q.question, inst,
+                np.array([c.score for c in cands]), q.question, inst, file_ids(cands),
             ))  # fmt: skip
     return out
 
@@ -184,21 +201,28 @@ def hitk(scores: list[np.ndarray], groups: list[Group], k: int = 6) -> float:
 
 
 def held_out(
-    per_set: dict[str, list[Group]], l2: float, names: tuple[str, ...] = FEATURES
-) -> dict[str, list[np.ndarray]]:
+    per_set: dict[str, list[Group]], l2: float, names: tuple[str, ...] = FEATURES,
+    files: dict[str, list[np.ndarray]] | None = None,
+) -> dict[str, list[np.ndarray]]:  # fmt: skip
     """Leave one set out: per set, its groups' scores by the model fitted on the other sets'
-    groups (a repository the model never saw, as a new user's would be)."""
+    groups (a repository the model never saw, as a new user's would be). ``files``: fitted on
+    files (``rank.fit``'s ``files``, ``--objective files``)."""
     out = {}
     for held in per_set:
         others = [g for name, gs in per_set.items() if name != held for g in gs]
-        model = fit(others, l2=l2, names=names)
+        fo = [f for n, fs in files.items() if n != held for f in fs] if files else None
+        model = fit(others, l2=l2, names=names, files=fo)
         out[held] = [model.score(x) for x, _ in per_set[held]]
     return out
 
 
+def all_files(files: dict[str, list[np.ndarray]] | None) -> list[np.ndarray] | None:
+    return [f for fs in files.values() for f in fs] if files else None
+
+
 def ceiling(
     per_set: dict[str, list[Group]], l2: float, held: dict[str, list[np.ndarray]] | None = None,
-    names: tuple[str, ...] = FEATURES,
+    names: tuple[str, ...] = FEATURES, files: dict[str, list[np.ndarray]] | None = None,
 ) -> tuple[float, float]:  # fmt: skip
     """MRR@6 of the candidate order, pooled over every set's groups: (fitted on all of them and
     scored on the same groups, leave one set out; ``held``: :func:`held_out`'s scores, when
@@ -206,9 +230,9 @@ def ceiling(
     best. A feature that does not raise it cannot pass a held-out rule, so it screens a new
     feature in one fit (RESULTS.md, 2026-12-05)."""
     groups = [g for gs in per_set.values() for g in gs]
-    model = fit(groups, l2=l2, names=names)
+    model = fit(groups, l2=l2, names=names, files=all_files(files))
     inside = mrr([model.score(x) for x, _ in groups], groups)
-    held = held_out(per_set, l2, names) if held is None else held
+    held = held_out(per_set, l2, names, files) if held is None else held
     return inside, mrr([s for name in per_set for s in held[name]], groups)
 
 
@@ -267,6 +291,8 @@ async def run(args: argparse.Namespace) -> int:
             )
             if extra is not None:
                 trial(extra, per_set, grouped, held, xgrouped, l2)
+            if args.objective == "files":
+                objective_trial(per_set, grouped, held, l2, fids(per_set, args) or {})
             for label, bug in (("localize", True), ("questions", False)):
                 cells = []
                 for n, gs in grouped.items():
@@ -280,7 +306,7 @@ async def run(args: argparse.Namespace) -> int:
             gs = grouped[name]
             print(f"{name}: hybrid score order hit@1 {hit1(hy, gs):.3f} MRR {mrr(hy, gs):.3f}")
         return 0
-    model = fit(groups, l2=args.l2, info=info)
+    model = fit(groups, l2=args.l2, info=info, files=all_files(fids(per_set, args)))
     if args.check:
         for name, gs in grouped.items():
             hy = [q.hybrid for q in per_set[name]]
@@ -323,6 +349,32 @@ def trial(
         print("    " + line)
 
 
+def objective_trial(
+    per_set: dict[str, list[Question]], grouped: dict[str, list[Group]],
+    held: dict[str, list[np.ndarray]], l2: float, files: dict[str, list[np.ndarray]],
+) -> None:  # fmt: skip
+    """The shipped objective (chunks, ``held``) against fitting on files, both held out on the
+    same questions: the candidates' order and the files' order (what ``ask`` cites), MRR@6."""
+    fheld = held_out(grouped, l2, files=files)
+    inside, out = ceiling(grouped, l2, fheld, files=files)
+    print(f"  objective files: ceiling {inside:.3f}, leave one set out {out:.3f} (candidates)")
+    tags = [(KINDS[q.kind], "en" if q.context.english else "non-en")
+            for qs in per_set.values() for q in qs]  # fmt: skip
+    for label, rr in (("candidates", None), ("files", files)):
+        base: list[float] = []
+        new: list[float] = []
+        for n in per_set:
+            if rr is None:
+                base += reciprocal_ranks(held[n], grouped[n])
+                new += reciprocal_ranks(fheld[n], grouped[n])
+            else:
+                base += file_reciprocal_ranks(held[n], grouped[n], rr[n])
+                new += file_reciprocal_ranks(fheld[n], grouped[n], rr[n])
+        print(f"  chunks -> files objective, order of the {label}:")
+        for line in trial_lines(tags, base, new, (*KINDS, "en", "non-en")):
+            print("    " + line)
+
+
 def ranker_info(
     sets: list[str], groups: list[Group], args: argparse.Namespace
 ) -> dict[str, object]:
@@ -331,7 +383,7 @@ def ranker_info(
     return {
         "fitted_on": {"sets": sets, "split": args.split, "questions": len(groups),
                       "with_gold_candidates": usable},
-        "l2": args.l2, "objective": "listwise softmax, log probability of the gold candidates",
+        "l2": args.l2, "objective": OBJECTIVES[args.objective],
         "optimiser": "rank.fit: Adam, its step decayed as a cosine to 0",
         "features": len(FEATURES), "written": time.strftime("%Y-%m-%d"),
     }  # fmt: skip
@@ -361,7 +413,8 @@ async def write_held_out(
         others = {n: qs for n, qs in per_set.items() if n != held}
         grouped = groups_with_kinds(examples, others, args.kinds_l2)
         groups = [g for gs in grouped.values() for g in gs]
-        model = fit(groups, l2=args.l2, info=ranker_info(list(others), groups, args))
+        model = fit(groups, l2=args.l2, info=ranker_info(list(others), groups, args),
+                    files=all_files(fids(others, args)))  # fmt: skip
         texts = {
             out / f"ranker-without-{held}.json": json.dumps(model.to_json(), indent=1) + "\n",
             out / f"kinds-without-{held}.json": kinds_text(examples, others, embedder, args),
@@ -395,6 +448,10 @@ def main() -> int:
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
     ap.add_argument("--kinds-l2", type=float, default=1e-4)
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--objective", choices=sorted(OBJECTIVES), default="chunks",
+                    help="what the fit maximises: the gold candidates' softmax mass (chunks), or "
+                    "the gold files' with a file scored by its best candidate (files); with "
+                    "--cv, files is compared with chunks")  # fmt: skip
     ap.add_argument("--held-out", metavar="DIR", help="write, for every set, the models fitted "
                     "on the other sets (ranker-without-SET.json, kinds-without-SET.json) instead "
                     "of one model on all")  # fmt: skip

@@ -132,3 +132,20 @@ def test_the_command_refuses_a_trial_without_cv_and_a_bad_file(tmp_path: Path) -
     missing = tmp_path / "nope.py"
     r = _cli("--cv", "0.1", "--extra", str(missing), "--workdir", str(tmp_path))
     assert r.returncode == 2 and f"--extra {missing}: no such file" in r.stderr
+
+
+def test_files_are_counted_once_at_their_best_candidate() -> None:
+    from feature_trial import file_ids, file_reciprocal_ranks
+
+    def cand(path: str | None, issue: int | None = None, repo: str = "") -> SimpleNamespace:
+        ch = SimpleNamespace(path=path, issue=issue, repo=repo)
+        return SimpleNamespace(collection="issues" if issue else "code", chunk=ch, row=0)
+
+    cands = [cand("a.py"), cand("b.py"), cand("a.py"), cand(None, 7), cand("a.py", repo="x")]
+    assert list(file_ids(cands)) == [0, 1, 0, 2, 3]  # the same path of another repo: another file
+    y = np.array([0, 0, 0, 1, 0.0])
+    s = np.array([5.0, 1.0, 4.0, 0.5, 3.0])  # order a, a, x:a, b, #7: files a, x:a, b, #7
+    f = file_ids(cands)
+    assert file_reciprocal_ranks([s], [(np.zeros((5, 1)), y)], [f]) == [0.25]
+    assert file_reciprocal_ranks([s], [(np.zeros((5, 1)), y)], [f], k=3) == [0.0]
+    assert train_ranker.reciprocal_ranks([s], [(np.zeros((5, 1)), y)]) == [0.2]  # candidates

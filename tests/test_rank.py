@@ -199,3 +199,35 @@ def test_fit_is_reproducible_whatever_the_order_of_the_groups() -> None:
     groups = [group() for _ in range(200)]
     forward, backward = fit(groups).weights, fit(groups[::-1]).weights
     assert float(np.abs(forward - backward).max()) < 1e-4
+
+
+def _conflict() -> tuple[list[tuple[np.ndarray, np.ndarray]], list[np.ndarray]]:
+    """Three questions whose chunk counts pull the objectives apart: in A a wrong file has five
+    candidates of kind [1, 0] and the gold file one of kind [0, 1]; in B (twice) the gold file
+    has five [1, 0] and a wrong file one [0, 1]. Counting chunks, A's five wrong ones weigh five
+    times: the fit prefers [0, 1] and B's gold files rank second; counting files, two B's
+    outweigh one A."""
+    many, one = np.tile([1.0, 0.0], (5, 1)), np.array([[0.0, 1.0]])
+    groups = [
+        (np.vstack([many, one]), np.array([0, 0, 0, 0, 0, 1.0])),
+        (np.vstack([many, one]), np.array([1, 1, 1, 1, 1, 0.0])),
+        (np.vstack([many, one]), np.array([1, 1, 1, 1, 1, 0.0])),
+    ]
+    files = [np.array([0, 0, 0, 0, 0, 1])] * 3
+    return groups, files
+
+
+def test_fitting_on_files_ranks_files_as_the_user_sees_them() -> None:
+    groups, files = _conflict()
+    names = ("many", "one")
+    chunks = fit(groups, l2=1e-3, names=names)
+    by_file = fit(groups, l2=1e-3, names=names, files=files)
+    # chunks: [0, 1] wins (two questions of three get their gold file second)
+    assert chunks.score(groups[0][0])[5] > chunks.score(groups[0][0])[0]
+    # files: [1, 0] wins (the two B questions get theirs first)
+    assert by_file.score(groups[1][0])[0] > by_file.score(groups[1][0])[5]
+    # without files the fit is the shipped one, bit for bit
+    again = fit(groups, l2=1e-3, names=names, files=None)
+    assert np.array_equal(again.weights, chunks.weights)
+    with pytest.raises(ValueError, match="file arrays"):
+        fit(groups, l2=1e-3, names=names, files=files[:2])

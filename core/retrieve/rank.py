@@ -289,6 +289,7 @@ def fit(
     lr: float = 0.05,
     info: dict[str, Any] | None = None,
     names: tuple[str, ...] = FEATURES,
+    files: Sequence[np.ndarray] | None = None,
 ) -> Ranker:
     """Listwise logistic regression: per group (one question: features, 0/1 gold labels), the
     log of the softmax probability mass on its gold candidates, maximised with an L2 penalty
@@ -300,8 +301,18 @@ def fit(
     Decayed, it settles: the fit is reproducible.
 
     ``names``: the matrices' columns (:data:`FEATURES`; more while a new feature is on trial,
-    ``benchmarks/train_ranker.py --extra``)."""
-    groups = [(x, y) for x, y in groups if y.any() and len(y) > 1]
+    ``benchmarks/train_ranker.py --extra``).
+
+    ``files`` (one array per group, each candidate's file as an int): the loss is taken over
+    *files*, as the user sees them — a file scores its best candidate's score, and the softmax
+    mass is over files, on the gold ones (the gradient reaches each file's best candidate).
+    Without it every candidate counts apart (the shipped objective)."""
+    fids = list(files) if files is not None else None
+    if fids is not None and len(fids) != len(groups):
+        raise ValueError(f"rank.fit: {len(fids)} file arrays for {len(groups)} groups")
+    keep = [i for i, (_, y) in enumerate(groups) if y.any() and len(y) > 1]
+    fids = [fids[i] for i in keep] if fids is not None else None
+    groups = [groups[i] for i in keep]
     allx = np.concatenate([x for x, _ in groups])
     if allx.shape[1] != len(names):
         raise ValueError(
@@ -321,11 +332,22 @@ def fit(
         real[i, : len(y)] = True
         gold[i, : len(y)] = y.astype(bool)
     flat = z.reshape(n * width, -1)
+    # files: one id per (group, file), padding on an id of its own
+    fid = np.full((n, width), -1, dtype=np.int64)
+    if fids is not None:
+        base = 0
+        for i, f in enumerate(fids):
+            _, local = np.unique(f, return_inverse=True)
+            fid[i, : len(f)] = base + local
+            base += int(local.max()) + 1
+        fid[~real] = base
     w = np.zeros(allx.shape[1])
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     for t in range(1, steps + 1):
         s = np.where(real, (flat @ w).reshape(n, width), -np.inf)
+        if fids is not None:
+            s = np.where(_file_best(s, fid), s, -np.inf)
         p = np.exp(s - s.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         pg = p * gold
@@ -337,6 +359,20 @@ def fit(
         w -= step * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
     return Ranker(names, mean.astype(np.float32), scale.astype(np.float32),
                   w.astype(np.float32), dict(info or {}))  # fmt: skip
+
+
+def _file_best(s: np.ndarray, fid: np.ndarray) -> np.ndarray:
+    """Mask of each file's best candidate (the first of a tie) in scores ``s`` (groups ×
+    candidates) by file ids ``fid`` (unique across groups)."""
+    flat_s, flat_f = s.ravel(), fid.ravel()
+    best = np.full(int(flat_f.max()) + 1, -np.inf)
+    np.maximum.at(best, flat_f, flat_s)
+    top = flat_s == best[flat_f]
+    idx = np.flatnonzero(top)
+    _, first = np.unique(flat_f[idx], return_index=True)
+    out = np.zeros(flat_s.shape, dtype=bool)
+    out[idx[first]] = True
+    return out.reshape(s.shape)
 
 
 def loss(ranker: Ranker, groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
