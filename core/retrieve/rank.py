@@ -341,13 +341,14 @@ def fit(
             fid[i, : len(f)] = base + local
             base += int(local.max()) + 1
         fid[~real] = base
+    best_of = _FileBest(fid) if fids is not None else None
     w = np.zeros(allx.shape[1])
     m = np.zeros_like(w)
     v = np.zeros_like(w)
     for t in range(1, steps + 1):
         s = np.where(real, (flat @ w).reshape(n, width), -np.inf)
-        if fids is not None:
-            s = np.where(_file_best(s, fid), s, -np.inf)
+        if best_of is not None:
+            s = np.where(best_of(s), s, -np.inf)
         p = np.exp(s - s.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         pg = p * gold
@@ -361,18 +362,28 @@ def fit(
                   w.astype(np.float32), dict(info or {}))  # fmt: skip
 
 
-def _file_best(s: np.ndarray, fid: np.ndarray) -> np.ndarray:
-    """Mask of each file's best candidate (the first of a tie) in scores ``s`` (groups ×
-    candidates) by file ids ``fid`` (unique across groups)."""
-    flat_s, flat_f = s.ravel(), fid.ravel()
-    best = np.full(int(flat_f.max()) + 1, -np.inf)
-    np.maximum.at(best, flat_f, flat_s)
-    top = flat_s == best[flat_f]
-    idx = np.flatnonzero(top)
-    _, first = np.unique(flat_f[idx], return_index=True)
-    out = np.zeros(flat_s.shape, dtype=bool)
-    out[idx[first]] = True
-    return out.reshape(s.shape)
+class _FileBest:
+    """Mask of each file's best candidate (the first of a tie) in scores (groups × candidates),
+    by file ids unique across groups: the files' segments sorted once, a max per segment."""
+
+    def __init__(self, fid: np.ndarray) -> None:
+        flat = fid.ravel()
+        self.shape = fid.shape
+        self.order = np.argsort(flat, kind="stable")  # a file's candidates in their order
+        f = flat[self.order]
+        self.starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
+        self.segment = np.cumsum(np.r_[True, f[1:] != f[:-1]]) - 1
+        self.counts = np.diff(np.r_[self.starts, len(f)])
+
+    def __call__(self, s: np.ndarray) -> np.ndarray:
+        ss = s.ravel()[self.order]
+        best = np.maximum.reduceat(ss, self.starts)
+        idx = np.flatnonzero(ss == np.repeat(best, self.counts))
+        seg = self.segment[idx]
+        first = idx[np.r_[True, seg[1:] != seg[:-1]]]
+        out = np.zeros(ss.shape, dtype=bool)
+        out[self.order[first]] = True
+        return out.reshape(self.shape)
 
 
 def loss(ranker: Ranker, groups: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
