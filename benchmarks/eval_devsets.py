@@ -195,9 +195,9 @@ def shipped_sets() -> list[str]:
     return list(info["fitted_on"]["sets"])
 
 
-def shipped_objective() -> str:
+def shipped_objective(ranker: Path = ROOT / "core" / "retrieve" / "ranker.json") -> str:
     """What the shipped ranker was fitted to maximise (``train_ranker.py --objective``)."""
-    info = json.loads((ROOT / "core" / "retrieve" / "ranker.json").read_text())["info"]
+    info = json.loads(ranker.read_text())["info"]
     return "files" if "over files" in str(info.get("objective", "")) else "chunks"
 
 

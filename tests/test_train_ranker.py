@@ -52,3 +52,27 @@ def test_a_habit_of_one_set_raises_the_ceiling_not_the_held_out_score() -> None:
     # learned (0.85 here); held out, no set's model has seen its own set: 0.27 here.
     assert inside > held + 0.3
     assert 0.7 <= inside < 1.0
+
+
+def test_held_out_fits_on_files_and_the_shipped_objective_is_read_back(tmp_path: Path) -> None:
+    import argparse
+    import json
+
+    import eval_devsets
+
+    sets = _sets(quirky=False)
+    files = {n: [np.arange(8) for _ in gs] for n, gs in sets.items()}  # each candidate its file
+    chunks = train_ranker.held_out(sets, 0.1)
+    by_file = train_ranker.held_out(sets, 0.1, files=files)
+    # one candidate per file: the file objective is the chunk objective (up to float order)
+    for n in sets:
+        for a, b in zip(chunks[n], by_file[n], strict=True):
+            assert np.argmax(a) == np.argmax(b) == 1
+    args = argparse.Namespace(objective="files", split="tune", l2=0.1)
+    info = train_ranker.ranker_info(list(sets), [g for gs in sets.values() for g in gs], args)
+    assert info["objective"] == train_ranker.OBJECTIVES["files"]
+    # eval_devsets --loso fits held-out models the way the shipped ranker was fitted
+    for objective, text in train_ranker.OBJECTIVES.items():
+        (tmp_path / "ranker.json").write_text(json.dumps({"info": {"objective": text}}))
+        assert eval_devsets.shipped_objective(tmp_path / "ranker.json") == objective
+    assert eval_devsets.shipped_objective() == "chunks"  # what ships today
