@@ -214,6 +214,9 @@ def _conflict() -> tuple[list[tuple[np.ndarray, np.ndarray]], list[np.ndarray]]:
         (np.vstack([many, one]), np.array([1, 1, 1, 1, 1, 0.0])),
     ]
     files = [np.array([0, 0, 0, 0, 0, 1])] * 3
+    # padding (a shorter group) and a question with no gold candidate (skipped by both fits)
+    groups += [(np.full((2, 2), 0.5), np.array([1, 0.0])), (np.eye(2), np.zeros(2))]
+    files += [np.array([0, 1]), np.array([0, 1])]
     return groups, files
 
 
@@ -226,8 +229,10 @@ def test_fitting_on_files_ranks_files_as_the_user_sees_them() -> None:
     assert chunks.score(groups[0][0])[5] > chunks.score(groups[0][0])[0]
     # files: [1, 0] wins (the two B questions get theirs first)
     assert by_file.score(groups[1][0])[0] > by_file.score(groups[1][0])[5]
-    # without files the fit is the shipped one, bit for bit
-    again = fit(groups, l2=1e-3, names=names, files=None)
-    assert np.array_equal(again.weights, chunks.weights)
+    # each candidate its own file: the file objective is the chunk objective
+    apart = fit(groups, l2=1e-3, names=names, files=[np.arange(len(y)) for _, y in groups])
+    assert np.allclose(apart.weights, chunks.weights, atol=1e-5)
     with pytest.raises(ValueError, match="file arrays"):
         fit(groups, l2=1e-3, names=names, files=files[:2])
+    with pytest.raises(ValueError, match="length differs"):
+        fit(groups, l2=1e-3, names=names, files=[f[:-1] for f in files])

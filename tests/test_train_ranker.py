@@ -75,4 +75,3 @@ def test_held_out_fits_on_files_and_the_shipped_objective_is_read_back(tmp_path:
     for objective, text in train_ranker.OBJECTIVES.items():
         (tmp_path / "ranker.json").write_text(json.dumps({"info": {"objective": text}}))
         assert eval_devsets.shipped_objective(tmp_path / "ranker.json") == objective
-    assert eval_devsets.shipped_objective() == "chunks"  # what ships today

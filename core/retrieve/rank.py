@@ -310,6 +310,8 @@ def fit(
     fids = list(files) if files is not None else None
     if fids is not None and len(fids) != len(groups):
         raise ValueError(f"rank.fit: {len(fids)} file arrays for {len(groups)} groups")
+    if fids is not None and any(len(f) != len(y) for f, (_, y) in zip(fids, groups, strict=True)):
+        raise ValueError("rank.fit: a file array's length differs from its group's candidates")
     keep = [i for i, (_, y) in enumerate(groups) if y.any() and len(y) > 1]
     fids = [fids[i] for i in keep] if fids is not None else None
     groups = [groups[i] for i in keep]
@@ -341,6 +343,10 @@ def fit(
             fid[i, : len(f)] = base + local
             base += int(local.max()) + 1
         fid[~real] = base
+        # a file is gold when any of its candidates is (so its best one carries the label)
+        file_gold = np.zeros(base + 1, bool)
+        np.logical_or.at(file_gold, fid[real], gold[real])
+        gold = file_gold[fid] & real
     best_of = _FileBest(fid) if fids is not None else None
     w = np.zeros(allx.shape[1])
     m = np.zeros_like(w)
