@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from core.config import Settings  # noqa: E402
 from core.eval import compare  # noqa: E402
 from core.eval.metrics import EvalQuestion, Report, load_questions  # noqa: E402
+from core.retrieve.rank import OBJECTIVES  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 DEVSETS = ROOT / "benchmarks" / "devsets"
@@ -198,7 +199,7 @@ def shipped_sets() -> list[str]:
 def shipped_objective(ranker: Path = ROOT / "core" / "retrieve" / "ranker.json") -> str:
     """What the shipped ranker was fitted to maximise (``train_ranker.py --objective``)."""
     info = json.loads(ranker.read_text())["info"]
-    return "files" if "over files" in str(info.get("objective", "")) else "chunks"
+    return {text: key for key, text in OBJECTIVES.items()}.get(info.get("objective"), "chunks")
 
 
 def loso_models(split: list[str], work: Path) -> dict[str, dict[str, str]]:

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from core.retrieve.fusion import doc_of
+
 
 class ExtraError(ValueError):
     """The feature file is not usable: which file, and what was expected."""
@@ -113,18 +115,11 @@ def trial_lines(
 
 
 def file_ids(cands: Sequence[Any]) -> np.ndarray:
-    """Each candidate's file as an int, the same int for the same file: a code or docs path of
-    its repository, an issue thread by its number (what ``ask`` cites once)."""
-    seen: dict[tuple[object, ...], int] = {}
-    out = []
-    for c in cands:
-        ch = c.chunk
-        key: tuple[object, ...] = (
-            (c.collection, ch.repo, ch.path if ch.path is not None else ch.issue)
-            if ch is not None else ("row", c.collection, c.row)
-        )  # fmt: skip
-        out.append(seen.setdefault(key, len(seen)))
-    return np.array(out, dtype=np.int64)
+    """Each candidate's file as an int, the same int for the same file or thread: the key
+    ``ask`` cites each file once by (``fusion.first_of_each``)."""
+    seen: dict[tuple[str, str], int] = {}
+    return np.array([seen.setdefault((c.collection, doc_of(c)), len(seen)) for c in cands],
+                    dtype=np.int64)  # fmt: skip
 
 
 def file_reciprocal_ranks(

@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,17 +43,11 @@ from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
 from core.retrieve.kinds import KINDS, classifier_json, fit_classifier  # noqa: E402
 from core.retrieve.kinds import examples as kind_examples  # noqa: E402
-from core.retrieve.rank import FEATURES, Context, fit, loss, matrix  # noqa: E402
+from core.retrieve.rank import FEATURES, OBJECTIVES, Context, fit, loss, matrix  # noqa: E402
 from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 Group = tuple[np.ndarray, np.ndarray]
-# What a fit maximises (--objective; ranker.json's info says which, eval_devsets.py --loso reads it)
-OBJECTIVES = {
-    "chunks": "listwise softmax, log probability of the gold candidates",
-    "files": "listwise softmax over files (a file scores its best candidate), log probability "
-    "of the gold files",
-}
 
 
 def fids(
@@ -360,16 +355,13 @@ def objective_trial(
     print(f"  objective files: ceiling {inside:.3f}, leave one set out {out:.3f} (candidates)")
     tags = [(KINDS[q.kind], "en" if q.context.english else "non-en")
             for qs in per_set.values() for q in qs]  # fmt: skip
-    for label, rr in (("candidates", None), ("files", files)):
-        base: list[float] = []
-        new: list[float] = []
-        for n in per_set:
-            if rr is None:
-                base += reciprocal_ranks(held[n], grouped[n])
-                new += reciprocal_ranks(fheld[n], grouped[n])
-            else:
-                base += file_reciprocal_ranks(held[n], grouped[n], rr[n])
-                new += file_reciprocal_ranks(fheld[n], grouped[n], rr[n])
+    orders: dict[str, Callable[[list[np.ndarray], str], list[float]]] = {
+        "candidates": lambda s, n: reciprocal_ranks(s, grouped[n]),
+        "files": lambda s, n: file_reciprocal_ranks(s, grouped[n], files[n]),
+    }
+    for label, rr in orders.items():
+        base = [r for n in per_set for r in rr(held[n], n)]
+        new = [r for n in per_set for r in rr(fheld[n], n)]
         print(f"  chunks -> files objective, order of the {label}:")
         for line in trial_lines(tags, base, new, (*KINDS, "en", "non-en")):
             print("    " + line)

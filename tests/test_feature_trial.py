@@ -138,7 +138,9 @@ def test_files_are_counted_once_at_their_best_candidate() -> None:
     from feature_trial import file_ids, file_reciprocal_ranks
 
     def cand(path: str | None, issue: int | None = None, repo: str = "") -> SimpleNamespace:
-        ch = SimpleNamespace(path=path, issue=issue, repo=repo)
+        key = f"issue:{issue}" if issue else path  # the store's doc_key, repository-qualified
+        ch = SimpleNamespace(path=path, issue=issue, repo=repo,
+                             doc_key=f"{repo}:{key}" if repo else key)  # fmt: skip
         return SimpleNamespace(collection="issues" if issue else "code", chunk=ch, row=0)
 
     cands = [cand("a.py"), cand("b.py"), cand("a.py"), cand(None, 7), cand("a.py", repo="x")]

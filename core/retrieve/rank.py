@@ -282,6 +282,15 @@ def load(path: Path = MODEL) -> Ranker | None:
     return Ranker.from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
+# What :func:`fit` maximises, as ``ranker.json``'s info records it (``train_ranker.py
+# --objective``; ``eval_devsets.py --loso`` fits its held-out models the same way).
+OBJECTIVES = {
+    "chunks": "listwise softmax, log probability of the gold candidates",
+    "files": "listwise softmax over files (a file scores its best candidate), log probability "
+    "of the gold files",
+}
+
+
 def fit(
     groups: Sequence[tuple[np.ndarray, np.ndarray]],
     l2: float = 0.1,
@@ -334,9 +343,9 @@ def fit(
         real[i, : len(y)] = True
         gold[i, : len(y)] = y.astype(bool)
     flat = z.reshape(n * width, -1)
-    # files: one id per (group, file), padding on an id of its own
-    fid = np.full((n, width), -1, dtype=np.int64)
-    if fids is not None:
+    best_of = None
+    if fids is not None:  # one id per (group, file), padding on an id of its own
+        fid = np.full((n, width), -1, dtype=np.int64)
         base = 0
         for i, f in enumerate(fids):
             _, local = np.unique(f, return_inverse=True)
@@ -347,7 +356,7 @@ def fit(
         file_gold = np.zeros(base + 1, bool)
         np.logical_or.at(file_gold, fid[real], gold[real])
         gold = file_gold[fid] & real
-    best_of = _FileBest(fid) if fids is not None else None
+        best_of = _FileBest(fid)
     w = np.zeros(allx.shape[1])
     m = np.zeros_like(w)
     v = np.zeros_like(w)
@@ -377,8 +386,9 @@ class _FileBest:
         self.shape = fid.shape
         self.order = np.argsort(flat, kind="stable")  # a file's candidates in their order
         f = flat[self.order]
-        self.starts = np.flatnonzero(np.r_[True, f[1:] != f[:-1]])
-        self.segment = np.cumsum(np.r_[True, f[1:] != f[:-1]]) - 1
+        new = np.r_[True, f[1:] != f[:-1]]  # where a file's segment starts
+        self.starts = np.flatnonzero(new)
+        self.segment = np.cumsum(new) - 1
         self.counts = np.diff(np.r_[self.starts, len(f)])
 
     def __call__(self, s: np.ndarray) -> np.ndarray:
