@@ -43,7 +43,15 @@ from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
 from core.retrieve.kinds import KINDS, classifier_json, fit_classifier  # noqa: E402
 from core.retrieve.kinds import examples as kind_examples  # noqa: E402
-from core.retrieve.rank import FEATURES, OBJECTIVES, Context, fit, loss, matrix  # noqa: E402
+from core.retrieve.rank import (  # noqa: E402
+    FEATURES,
+    FILE_KINDS,
+    OBJECTIVES,
+    Context,
+    fit,
+    loss,
+    matrix,
+)
 from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
@@ -53,9 +61,20 @@ Group = tuple[np.ndarray, np.ndarray]
 def fids(
     per_set: dict[str, list[Question]], args: argparse.Namespace
 ) -> dict[str, list[np.ndarray]] | None:
-    """Each set's questions' file ids when fitting on files (``--objective files``)."""
-    if args.objective != "files":
+    """Each set's questions' file ids for the fit's loss: every question's (``--objective
+    files``), only the code and bug questions' (``mixed``: a how-to or issue question's
+    candidates are each their own file, which makes its loss the chunk loss), none (``chunks``)."""
+    if args.objective == "chunks":
         return None
+    return {n: [q.files if q.files is not None and (
+                    args.objective == "files" or KINDS[q.kind] in FILE_KINDS)
+                else np.arange(len(q.cands)) for q in qs]
+            for n, qs in per_set.items()}  # fmt: skip
+
+
+def real_fids(per_set: dict[str, list[Question]]) -> dict[str, list[np.ndarray]]:
+    """Each set's questions' file ids as ``ask`` cites them (the files' order is scored on
+    these, whatever the fit's loss was taken over)."""
     return {n: [q.files if q.files is not None else np.arange(len(q.cands)) for q in qs]
             for n, qs in per_set.items()}  # fmt: skip
 
@@ -286,8 +305,9 @@ async def run(args: argparse.Namespace) -> int:
             )
             if extra is not None:
                 trial(extra, per_set, grouped, held, xgrouped, l2)
-            if args.objective == "files":
-                objective_trial(per_set, grouped, held, l2, fids(per_set, args) or {})
+            if args.objective != "chunks":
+                objective_trial(per_set, grouped, held, l2, fids(per_set, args) or {},
+                                real_fids(per_set), args.objective)  # fmt: skip
             for label, bug in (("localize", True), ("questions", False)):
                 cells = []
                 for n, gs in grouped.items():
@@ -347,22 +367,25 @@ def trial(
 def objective_trial(
     per_set: dict[str, list[Question]], grouped: dict[str, list[Group]],
     held: dict[str, list[np.ndarray]], l2: float, files: dict[str, list[np.ndarray]],
+    real: dict[str, list[np.ndarray]], objective: str,
 ) -> None:  # fmt: skip
-    """The shipped objective (chunks, ``held``) against fitting on files, both held out on the
-    same questions: the candidates' order and the files' order (what ``ask`` cites), MRR@6."""
+    """The shipped objective (chunks, ``held``) against ``objective`` (fitted with the loss
+    over ``files``), both held out on the same questions: the candidates' order and the files'
+    order (``real``: what ``ask`` cites), MRR@6."""
     fheld = held_out(grouped, l2, files=files)
     inside, out = ceiling(grouped, l2, fheld, files=files)
-    print(f"  objective files: ceiling {inside:.3f}, leave one set out {out:.3f} (candidates)")
+    print(f"  objective {objective}: ceiling {inside:.3f}, leave one set out {out:.3f} "
+          "(candidates)")  # fmt: skip
     tags = [(KINDS[q.kind], "en" if q.context.english else "non-en")
             for qs in per_set.values() for q in qs]  # fmt: skip
     orders: dict[str, Callable[[list[np.ndarray], str], list[float]]] = {
         "candidates": lambda s, n: reciprocal_ranks(s, grouped[n]),
-        "files": lambda s, n: file_reciprocal_ranks(s, grouped[n], files[n]),
+        "files": lambda s, n: file_reciprocal_ranks(s, grouped[n], real[n]),
     }
     for label, rr in orders.items():
         base = [r for n in per_set for r in rr(held[n], n)]
         new = [r for n in per_set for r in rr(fheld[n], n)]
-        print(f"  chunks -> files objective, order of the {label}:")
+        print(f"  chunks -> {objective} objective, order of the {label}:")
         for line in trial_lines(tags, base, new, (*KINDS, "en", "non-en")):
             print("    " + line)
 
@@ -442,8 +465,9 @@ def main() -> int:
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--objective", choices=sorted(OBJECTIVES), default="chunks",
                     help="what the fit maximises: the gold candidates' softmax mass (chunks), or "
-                    "the gold files' with a file scored by its best candidate (files); with "
-                    "--cv, files is compared with chunks")  # fmt: skip
+                    "the gold files' with a file scored by its best candidate (files), files "
+                    "for the code and bug questions and chunks for the others (mixed); with "
+                    "--cv, the objective is compared with chunks")  # fmt: skip
     ap.add_argument("--held-out", metavar="DIR", help="write, for every set, the models fitted "
                     "on the other sets (ranker-without-SET.json, kinds-without-SET.json) instead "
                     "of one model on all")  # fmt: skip

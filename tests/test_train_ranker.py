@@ -75,3 +75,32 @@ def test_held_out_fits_on_files_and_the_shipped_objective_is_read_back(tmp_path:
     for objective, text in train_ranker.OBJECTIVES.items():
         (tmp_path / "ranker.json").write_text(json.dumps({"info": {"objective": text}}))
         assert eval_devsets.shipped_objective(tmp_path / "ranker.json") == objective
+
+
+def test_the_mixed_objective_takes_files_only_for_code_and_bug_questions() -> None:
+    import argparse
+
+    from core.retrieve.analyse import analyse
+    from core.retrieve.kinds import KINDS
+    from core.retrieve.rank import Context
+
+    def question(kind: str, files: list[int]) -> train_ranker.Question:
+        ctx = Context.of("q", [], analyse("q"), dict.fromkeys(KINDS, 0.25), "en")
+        n = len(files)
+        cands: list = [None] * n  # only their number is read
+        return train_ranker.Question(np.zeros(4), KINDS.index(kind), cands, ctx, np.zeros(n),
+                                     np.zeros(n), files=np.array(files))  # fmt: skip
+
+    qs = [question(k, [0, 0, 1, 2]) for k in KINDS]
+    per_set = {"s": qs}
+    mixed = train_ranker.fids(per_set, argparse.Namespace(objective="mixed"))
+    every = train_ranker.fids(per_set, argparse.Namespace(objective="files"))
+    assert train_ranker.fids(per_set, argparse.Namespace(objective="chunks")) is None
+    assert mixed is not None and every is not None
+    for q, m, f in zip(qs, mixed["s"], every["s"], strict=True):
+        assert f.tolist() == [0, 0, 1, 2]
+        # a how-to or issue question: each candidate its own file, i.e. the chunk loss
+        want = [0, 0, 1, 2] if KINDS[q.kind] in ("code", "bug") else [0, 1, 2, 3]
+        assert m.tolist() == want
+    # whatever the loss, the files' order is scored on the files ask cites
+    assert all(f.tolist() == [0, 0, 1, 2] for f in train_ranker.real_fids(per_set)["s"])

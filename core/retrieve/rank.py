@@ -288,7 +288,12 @@ OBJECTIVES = {
     "chunks": "listwise softmax, log probability of the gold candidates",
     "files": "listwise softmax over files (a file scores its best candidate), log probability "
     "of the gold files",
+    "mixed": "listwise softmax over files for the code and bug questions, over candidates for "
+    "the how-to and issue questions, log probability of the gold",
 }
+# The kinds of question whose loss ``mixed`` takes over files: their answers are files of many
+# chunks, ranked by their best one; a how-to section or an issue thread is one chunk or nearly.
+FILE_KINDS = frozenset({"code", "bug"})
 
 
 def fit(
