@@ -197,9 +197,17 @@ def shipped_sets() -> list[str]:
 
 
 def shipped_objective(ranker: Path = ROOT / "core" / "retrieve" / "ranker.json") -> str:
-    """What the shipped ranker was fitted to maximise (``train_ranker.py --objective``)."""
+    """What the shipped ranker was fitted to maximise (``train_ranker.py --objective``): a
+    ranker written before the objective was recorded was fitted on chunks; a text no objective
+    has is refused (a reworded objective must not make ``--loso`` fit another way)."""
     info = json.loads(ranker.read_text())["info"]
-    return {text: key for key, text in OBJECTIVES.items()}.get(info.get("objective"), "chunks")
+    if "objective" not in info:
+        return "chunks"
+    by_text = {text: key for key, text in OBJECTIVES.items()}
+    if info["objective"] not in by_text:
+        raise SystemExit(f"{ranker}: info.objective {info['objective']!r} is none of "
+                         f"rank.OBJECTIVES ({', '.join(OBJECTIVES)})")  # fmt: skip
+    return by_text[info["objective"]]
 
 
 def loso_models(split: list[str], work: Path) -> dict[str, dict[str, str]]:

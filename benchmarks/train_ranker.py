@@ -2,7 +2,7 @@
 
     python benchmarks/train_ranker.py [--sets NAME ...] [--split tune]   # default: every dev set
         [--workdir DIR] [--l2 0.1] [--out core/retrieve/ranker.json] [--check] [--cv L2 ...]
-        [--extra FILE.py]
+        [--extra FILE.py] [--objective chunks|files|mixed]   # default: the shipped ranker's
 
 Uses the snapshots and instances ``eval_devsets.py`` made (run it first). For every question of
 the split, the candidate stage runs exactly as at question time; each candidate is labelled gold
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import json  # noqa: E402
 
-from eval_devsets import DEVSETS, SETS  # noqa: E402  (the dev sets, one list)
+from eval_devsets import DEVSETS, SETS, shipped_objective  # noqa: E402  (the dev sets, one list)
 from feature_trial import Extra, ExtraError, file_ids, file_reciprocal_ranks, trial_lines  # noqa: E402
 
 from core.config import RetrievalConfig, Settings  # noqa: E402
@@ -219,8 +219,8 @@ def held_out(
     files: dict[str, list[np.ndarray]] | None = None,
 ) -> dict[str, list[np.ndarray]]:  # fmt: skip
     """Leave one set out: per set, its groups' scores by the model fitted on the other sets'
-    groups (a repository the model never saw, as a new user's would be). ``files``: fitted on
-    files (``rank.fit``'s ``files``, ``--objective files``)."""
+    groups (a repository the model never saw, as a new user's would be). ``files``: the loss
+    over these files (``rank.fit``'s ``files``; ``fids``)."""
     out = {}
     for held in per_set:
         others = [g for name, gs in per_set.items() if name != held for g in gs]
@@ -369,7 +369,7 @@ def objective_trial(
     held: dict[str, list[np.ndarray]], l2: float, files: dict[str, list[np.ndarray]],
     real: dict[str, list[np.ndarray]], objective: str,
 ) -> None:  # fmt: skip
-    """The shipped objective (chunks, ``held``) against ``objective`` (fitted with the loss
+    """The chunk objective (``held``) against ``objective`` (fitted with the loss
     over ``files``), both held out on the same questions: the candidates' order and the files'
     order (``real``: what ``ask`` cites), MRR@6."""
     fheld = held_out(grouped, l2, files=files)
@@ -463,11 +463,12 @@ def main() -> int:
     ap.add_argument("--kinds-out", default=str(ROOT / "core" / "retrieve" / "kinds.json"))
     ap.add_argument("--kinds-l2", type=float, default=1e-4)
     ap.add_argument("--check", action="store_true")
-    ap.add_argument("--objective", choices=sorted(OBJECTIVES), default="chunks",
+    ap.add_argument("--objective", choices=sorted(OBJECTIVES), default=shipped_objective(),
                     help="what the fit maximises: the gold candidates' softmax mass (chunks), or "
                     "the gold files' with a file scored by its best candidate (files), files "
-                    "for the code and bug questions and chunks for the others (mixed); with "
-                    "--cv, the objective is compared with chunks")  # fmt: skip
+                    "for the code and bug questions and chunks for the others (mixed); default: "
+                    "the shipped ranker's; with --cv, one other than chunks is compared with "
+                    "chunks")  # fmt: skip
     ap.add_argument("--held-out", metavar="DIR", help="write, for every set, the models fitted "
                     "on the other sets (ranker-without-SET.json, kinds-without-SET.json) instead "
                     "of one model on all")  # fmt: skip

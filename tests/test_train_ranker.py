@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -75,6 +76,15 @@ def test_held_out_fits_on_files_and_the_shipped_objective_is_read_back(tmp_path:
     for objective, text in train_ranker.OBJECTIVES.items():
         (tmp_path / "ranker.json").write_text(json.dumps({"info": {"objective": text}}))
         assert eval_devsets.shipped_objective(tmp_path / "ranker.json") == objective
+    # a ranker from before the objective was recorded was fitted on chunks; an unknown text
+    # (a reworded objective) is refused rather than read as chunks
+    (tmp_path / "ranker.json").write_text(json.dumps({"info": {}}))
+    assert eval_devsets.shipped_objective(tmp_path / "ranker.json") == "chunks"
+    (tmp_path / "ranker.json").write_text(json.dumps({"info": {"objective": "softmax"}}))
+    with pytest.raises(SystemExit, match=r"info\.objective 'softmax'"):
+        eval_devsets.shipped_objective(tmp_path / "ranker.json")
+    # what ships: fitted on files for code and bug questions (RESULTS.md, 2026-12-06)
+    assert eval_devsets.shipped_objective() == "mixed"
 
 
 def test_the_mixed_objective_takes_files_only_for_code_and_bug_questions() -> None:

@@ -320,7 +320,9 @@ def fit(
     ``files`` (one array per group, each candidate's file as an int): the loss is taken over
     *files*, as the user sees them — a file scores its best candidate's score, and the softmax
     mass is over files, on the gold ones (the gradient reaches each file's best candidate).
-    Without it every candidate counts apart (the shipped objective)."""
+    Without it every candidate counts apart (``chunks``). The shipped ranker is fitted
+    ``mixed``: files for the code and bug questions (``FILE_KINDS``), each candidate its own
+    file for the others."""
     fids = list(files) if files is not None else None
     if fids is not None and len(fids) != len(groups):
         raise ValueError(f"rank.fit: {len(fids)} file arrays for {len(groups)} groups")
