@@ -217,10 +217,20 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         files = ("README.md", "docs/install.md", "src/main.py")
         corpus = " ".join((tmp_path / "cli" / f).read_text() for f in files).lower()
         assert all(w not in corpus for w in tr["unused"]), tr["unused"]
-        assert on.sources[0].title == "cli › Wrapping", [s.title for s in on.sources]
+
+        # The translation brings the Wrapping section into the first cited file (README.md),
+        # as its source or one of its passages; without it the section is never cited. Which of
+        # README's sections leads is the learned ranker's call, and in this world of
+        # bag-of-words vectors (cosines far outside e5's range) it is not the translation's.
+        def cited(r: Any) -> list[str]:
+            return [t for s in r.sources for t in (s.title, *(p.title for p in s.passages))]
+
+        assert on.sources[0].path == "README.md", [s.path for s in on.sources]
+        assert "cli › Wrapping" in (on.sources[0].title, *(p.title for p in on.sources[0].passages))
         assert "translate" in on.timings_ms
         off = await app.retrieve("plain", question)
         assert "translation" not in off.route
+        assert "cli › Wrapping" not in cited(off), cited(off)
         # Without it the Spanish words never reach the section lexically: BM25 0 there.
         reader, kinds = await app.reader("cli"), await app.kinds(app.svc)
 
