@@ -66,9 +66,9 @@ def fids(
     candidates are each their own file, which makes its loss the chunk loss), none (``chunks``)."""
     if args.objective == "chunks":
         return None
-    return {n: [q.files if q.files is not None and (
-                    args.objective == "files" or KINDS[q.kind] in FILE_KINDS)
-                else np.arange(len(q.cands)) for q in qs]
+    real = real_fids(per_set)
+    return {n: [f if args.objective == "files" or KINDS[q.kind] in FILE_KINDS
+                else np.arange(len(f)) for q, f in zip(qs, real[n], strict=True)]
             for n, qs in per_set.items()}  # fmt: skip
 
 

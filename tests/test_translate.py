@@ -222,11 +222,14 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         # as its source or one of its passages; without it the section is never cited. Which of
         # README's sections leads is the learned ranker's call, and in this world of
         # bag-of-words vectors (cosines far outside e5's range) it is not the translation's.
+        def titles(s: Any) -> list[str]:  # a source's own and its passages'
+            return [s.title, *(p.title for p in s.passages)]
+
         def cited(r: Any) -> list[str]:
-            return [t for s in r.sources for t in (s.title, *(p.title for p in s.passages))]
+            return [t for s in r.sources for t in titles(s)]
 
         assert on.sources[0].path == "README.md", [s.path for s in on.sources]
-        assert "cli › Wrapping" in (on.sources[0].title, *(p.title for p in on.sources[0].passages))
+        assert "cli › Wrapping" in titles(on.sources[0])
         assert "translate" in on.timings_ms
         off = await app.retrieve("plain", question)
         assert "translation" not in off.route
