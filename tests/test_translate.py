@@ -19,6 +19,8 @@ from helpers import FakeApp, instance, make_repo
 from core.config import EmbeddingConfig
 from core.embed.backends import make_embedder
 from core.retrieve import Options
+from core.retrieve.analyse import analyse
+from core.retrieve.candidates import EXTRA_TERMS, OWN_TERMS, lexical_terms
 from core.retrieve.search import candidates
 from core.retrieve.translate import KEPT_MAX, Apertium, _Pipeline, from_stream, to_stream
 
@@ -255,6 +257,51 @@ async def test_retrieval_searches_with_the_translation_and_says_so(tmp_path: Pat
         assert "translation" not in alone.route and alone.sources
     finally:
         await app.close()
+
+
+@pytest.mark.asyncio
+async def test_a_long_question_keeps_its_translation_in_the_lexical_query(tmp_path: Path) -> None:
+    """A Spanish question with more than 40 words of its own still searches with its
+    translation's English terms: they have a cap of their own after the question's words (under
+    one shared cap the Spanish words, which match nothing here, took their places)."""
+    app = FakeApp(_world(tmp_path), tmp_path / "data")
+    try:
+        question = (
+            "Tenemos una aplicación interna bastante antigua que imprime informes larguísimos en "
+            "consolas muy distintas, algunas estrechas y otras anchísimas, y nuestros usuarios "
+            "protestan cada semana porque los párrafos aparecen cortados de forma rara según la "
+            "máquina. Lo probamos en terminales de Linux, macOS y Windows, con fuentes grandes y "
+            "pequeñas, y el resultado cambia siempre. Antes de tocar nada quisiera entenderlo: "
+            "¿de dónde sale el ancho con el "
+            "que se parten las frases?"
+        )
+        route = analyse(question, {})
+        assert len(lexical_terms(question, route)) == OWN_TERMS  # its own words fill the cap
+        reader, kinds = await app.reader("cli"), await app.kinds(app.svc)
+        cfg = app.instance("cli").retrieval
+        pool = await candidates(reader, app.svc, question, Options.of(cfg), kinds,
+                                translator=app.translator)  # fmt: skip
+        tr = pool.translation
+        assert tr is not None and "width" in tr["terms"], tr
+        query = lexical_terms(question, pool.route, tr["terms"])
+        assert "width" in query and len(query) > OWN_TERMS, query
+        wrapping = [c.lex for c in pool.all()
+                    if c.chunk is not None and c.chunk.title == "cli › Wrapping"]  # fmt: skip
+        assert wrapping and max(wrapping) > 0, wrapping  # BM25 reaches it through "width"
+    finally:
+        await app.close()
+
+
+def test_the_extra_terms_cap_is_their_own() -> None:
+    route = analyse("", {})
+    own = " ".join(f"palabra{i}" for i in range(50))
+    extra = [f"term{i}" for i in range(40)] + ["palabra1"]  # one the question already holds
+    q = lexical_terms(own, route, extra)
+    assert q[:OWN_TERMS] == [f"palabra{i}" for i in range(OWN_TERMS)]
+    assert q[OWN_TERMS:] == [f"term{i}" for i in range(EXTRA_TERMS)]
+    # Under the caps the query is the question's terms, then the extra ones it lacks.
+    assert lexical_terms("ancho del texto", route, ["width", "texto"]) == ["ancho", "texto",
+                                                                         "width"]
 
 
 @pytest.mark.asyncio

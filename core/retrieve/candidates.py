@@ -206,11 +206,24 @@ class Found:
     ranked: list[list[tuple[Collection, int]]] = field(default_factory=list)
 
 
+# The lexical query's caps: the question's own terms (its words, identifiers and paths), then
+# the extra terms it lacks under a cap of their own. The extra terms are the glossary's and the
+# translation's English words, the only ones of a Spanish question that can match an English
+# corpus: under one shared cap a long Spanish question's words, which mostly match nothing, took
+# their places (PLAN-s55.md, FX).
+OWN_TERMS = 40
+EXTRA_TERMS = 32
+
+
 def lexical_terms(text: str, route: Route, extra_terms: Sequence[str] = ()) -> list[str]:
-    """The lexical query of a question: its words, identifiers, paths and ``extra_terms``."""
-    return query_terms(
-        " ".join([text, *route.identifiers, *route.paths, *extra_terms]), max_terms=40
-    )
+    """The lexical query of a question: its words, identifiers and paths (at most
+    :data:`OWN_TERMS`), then the ``extra_terms`` they do not already hold (at most
+    :data:`EXTRA_TERMS`)."""
+    own = query_terms(" ".join([text, *route.identifiers, *route.paths]), max_terms=OWN_TERMS)
+    held = set(own)
+    added = [t for t in query_terms(" ".join(extra_terms), max_terms=OWN_TERMS + EXTRA_TERMS)
+             if t not in held]  # fmt: skip
+    return own + added[:EXTRA_TERMS]
 
 
 async def find(
