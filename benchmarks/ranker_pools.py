@@ -21,7 +21,7 @@ from feature_trial import file_ids  # noqa: E402
 from core.config import RetrievalConfig  # noqa: E402
 from core.eval.metrics import EvalQuestion, Gold, load_questions  # noqa: E402
 from core.retrieve import Candidate, Options  # noqa: E402
-from core.retrieve.kinds import KINDS, fit_classifier  # noqa: E402
+from core.retrieve.kinds import KINDS, fit_classifier, kind_vector  # noqa: E402
 from core.retrieve.rank import FILE_KINDS, Context, matrix  # noqa: E402
 from core.retrieve.search import candidates  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
@@ -61,7 +61,7 @@ def gold(c: object, g: Gold) -> bool:
 
 @dataclass
 class Question:
-    vector: np.ndarray  # the question's query vector (for the kind classifier)
+    vector: np.ndarray  # what the kind classifier reads (kinds.kind_vector)
     kind: int  # its kind's index in KINDS (from its route; bug for a localize pair)
     cands: list[Candidate]
     context: Context
@@ -125,7 +125,7 @@ async def collect(
             assert pool.context is not None
             cands = pool.all()
             out.append(Question(
-                await embedder.embed_query(q.question), kind_of(q), cands, pool.context,
+                await kind_vector(embedder, q.question), kind_of(q), cands, pool.context,
                 np.array([gold(c, q.gold) for c in cands], dtype=np.float32),
                 np.array([c.score for c in cands]), q.question, inst, file_ids(cands),
             ))  # fmt: skip

@@ -50,7 +50,7 @@ from ranker_pools import (  # noqa: E402  (re-exported: train_ranker.Question, .
 )
 
 from core.config import Settings  # noqa: E402
-from core.retrieve.kinds import KINDS, classifier_json  # noqa: E402
+from core.retrieve.kinds import KINDS, classifier_json, kind_vectors  # noqa: E402
 from core.retrieve.kinds import examples as kind_examples  # noqa: E402
 from core.retrieve.rank import (  # noqa: E402
     FEATURES,
@@ -156,7 +156,7 @@ async def run(args: argparse.Namespace) -> int:
         svc = app.embedder(args.sets[0])
         ex = kind_examples()
         examples = (
-            np.concatenate([await svc.embed_queries(ex[k]) for k in KINDS]),
+            np.concatenate([await kind_vectors(svc, ex[k]) for k in KINDS]),
             np.concatenate([np.full(len(ex[k]), i) for i, k in enumerate(KINDS)]),
         )
         embedder_name = (await svc.info())[0]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,39 @@ TEMPERATURE = 0.02
 # The classifier's vectors: any engine of the bundled model (their vectors agree to a cosine of
 # 0.999); another model's vectors mean nothing to it.
 E5 = "multilingual-e5-small"
+
+
+# A sentence ends at . ? ! followed by space and what starts a sentence (in Spanish ¿ ¡ too).
+_SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[¿¡\"`(\[A-ZÁÉÍÓÚÑ])")
+
+
+def asking(question: str) -> str:
+    """The sentence that asks: the last one with a question mark, else the last one (the whole
+    question when it is one sentence). A long question describes its topic first and says what it
+    wants last ("… Is there any plan to allow it?", "… ¿Alguien lo ha pedido?"); the question's
+    vector is mostly its topic, so the classifier also reads this sentence's."""
+    sentences = [s.strip() for s in _SENTENCE.split(question.strip()) if s.strip()]
+    if not sentences:
+        return question
+    asks = [s for s in sentences if "?" in s]
+    return asks[-1] if asks else sentences[-1]
+
+
+async def kind_vector(embedder: EmbedService, question: str, vector: np.ndarray | None = None
+                      ) -> np.ndarray:  # fmt: skip
+    """What the classifier reads: the question's vector (``vector``, when already embedded) and
+    its asking sentence's (:func:`asking`; the same vector when the question is one sentence)."""
+    v = await embedder.embed_query(question) if vector is None else vector
+    ask = asking(question)
+    a = v if ask == question else await embedder.embed_query(ask)
+    return np.concatenate([v, a]).astype(np.float32)
+
+
+async def kind_vectors(embedder: EmbedService, questions: Sequence[str]) -> np.ndarray:
+    """:func:`kind_vector` of many fixed questions (the examples), cached like passages."""
+    v = await embedder.embed_queries(list(questions))
+    a = await embedder.embed_queries([asking(q) for q in questions])
+    return np.concatenate([v, a], axis=1).astype(np.float32)
 
 
 def examples(path: Path = EXAMPLES) -> dict[str, list[str]]:
@@ -84,7 +118,12 @@ class KindModel:
         data = await asyncio.to_thread(_read, classifier) if name.startswith(E5) else None
         if data is not None:
             w = np.array(data["weights"], np.float32)
-            if w.shape == (dim, len(KINDS)) and tuple(data["kinds"]) == KINDS:
+            # dim × kinds: the question's vector alone (before 2026-12-06); 2·dim: and its
+            # asking sentence's (kind_vector)
+            if (
+                w.shape in ((dim, len(KINDS)), (2 * dim, len(KINDS)))
+                and tuple(data["kinds"]) == KINDS
+            ):
                 return cls(centroids, w, np.array(data["bias"], np.float32), means)
         return cls(centroids, means=means)
 
@@ -92,12 +131,19 @@ class KindModel:
         """The question's vector moved from its language to ``target``'s (``align.shift``)."""
         return align.shift(q, lang, target, self.means)
 
+    @property
+    def reads_asking(self) -> bool:
+        """Whether the classifier reads the asking sentence too (:func:`kind_vector`)."""
+        return self.weights is not None and self.weights.shape[0] == 2 * self.centroids.shape[1]
+
     def probs(self, q: np.ndarray) -> dict[str, float]:
-        """Kind -> probability for a question vector."""
+        """Kind -> probability for a question vector (:func:`kind_vector`'s, for a classifier
+        that reads the asking sentence too; its first half is the question's own)."""
         if self.weights is not None and self.bias is not None:
-            p = _softmax(q @ self.weights + self.bias)
+            x = q if len(q) == self.weights.shape[0] else np.concatenate([q, q])
+            p = _softmax(x @ self.weights + self.bias)
         else:
-            p = _softmax(self.centroids @ q / TEMPERATURE)
+            p = _softmax(self.centroids @ q[: self.centroids.shape[1]] / TEMPERATURE)
         return {k: float(v) for k, v in zip(KINDS, p, strict=True)}
 
 

@@ -19,7 +19,7 @@ from core.retrieve.candidates import DISTINCT, Found, find, lexical_terms
 from core.retrieve.candidates import issue_rows as rows_of_issue
 from core.retrieve.fusion import Candidate, rrf, select
 from core.retrieve.glossary import english_terms
-from core.retrieve.kinds import KINDS, KindModel
+from core.retrieve.kinds import KINDS, KindModel, kind_vector
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, coverage, load, matrix
@@ -80,7 +80,10 @@ async def candidates(
     if kinds is None:
         probs = dict.fromkeys(KINDS, 1 / len(KINDS))
     else:
-        probs = kinds.probs(dq if qtext == question else await embedder.embed_query(question))
+        asked = dq if qtext == question else await embedder.embed_query(question)
+        if kinds.reads_asking:  # and the sentence that asks (kinds.asking)
+            asked = await kind_vector(embedder, question, asked)
+        probs = kinds.probs(asked)
     timings["embed_query"] = (time.perf_counter() - t) * 1000
     target = opt.config.align_to
     translation: dict[str, Any] | None = None
@@ -179,8 +182,11 @@ async def retrieve(
         slots = {}
         for h in chosen:
             slots[h.collection] = slots.get(h.collection, 0) + 1
-    elif opt.mode == "full" and route.hop and route.issues and (
-        hop := await _issue_hop(reader, embedder, route, opt, timings)
+    elif (
+        opt.mode == "full"
+        and route.hop
+        and route.issues
+        and (hop := await _issue_hop(reader, embedder, route, opt, timings))
     ):
         chosen, slots = hop
         localize = True  # the code after the issue: the files most likely to hold its bug
@@ -269,7 +275,7 @@ def named_issues_first(pool: Pool) -> None:
 
 
 def call_sites_kept(pool: Pool) -> None:
-    """"Who calls `parse_config`?" is answered by the places that call it (the code graph's
+    """ "Who calls `parse_config`?" is answered by the places that call it (the code graph's
     call sites, found exactly): they rank with the best candidate whatever the ranker made of
     their text — a caller's few lines share little with the question beyond the name."""
     why = pool.found.exact.get("code", [])
