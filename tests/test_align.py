@@ -124,7 +124,9 @@ async def test_the_kind_is_read_from_the_question_as_asked(sample: dict[str, Any
     opt = Options.of(app.instance("widget").retrieval)
     pool = await candidates(reader, svc, question, opt, kinds)
     assert pool.context is not None
-    asked = kinds.probs(await svc.embed_query(question))
-    glossed = kinds.probs(await svc.embed_query(f"{question} ({' '.join(english)})"))
+    from core.retrieve.kinds import kind_vector
+
+    asked = kinds.probs(await kind_vector(svc, question))
+    glossed = kinds.probs(await kind_vector(svc, f"{question} ({' '.join(english)})"))
     assert pool.context.kinds == pytest.approx(asked)
     assert pool.context.kinds != pytest.approx(glossed, abs=1e-4)

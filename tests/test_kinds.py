@@ -88,6 +88,9 @@ async def test_the_shipped_classifier_reads_both_and_an_old_one_still_loads(
     z = q @ w[:dim] + np.array(data["bias"], np.float32)
     p = np.exp(z - z.max())
     assert [narrow.probs(q)[k] for k in KINDS] == pytest.approx(list(p / p.sum()), abs=1e-5)
+    # ... and, given a kind vector, reads its first half: the question's own
+    kv = await kind_vector(service, LONG_ES)
+    assert narrow.probs(kv) == pytest.approx(narrow.probs(kv[:dim]))
     # Weights of another shape are not this model's: the centroids answer instead.
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({**data, "weights": w[: dim - 1].tolist()}), encoding="utf-8")

@@ -300,8 +300,11 @@ def test_the_extra_terms_cap_is_their_own() -> None:
     assert q[:OWN_TERMS] == [f"palabra{i}" for i in range(OWN_TERMS)]
     assert q[OWN_TERMS:] == [f"term{i}" for i in range(EXTRA_TERMS)]
     # Under the caps the query is the question's terms, then the extra ones it lacks.
-    assert lexical_terms("ancho del texto", route, ["width", "texto"]) == ["ancho", "texto",
-                                                                         "width"]
+    assert lexical_terms("ancho del texto", route, ["width", "texto"]) == [
+        "ancho",
+        "texto",
+        "width",
+    ]
 
 
 @pytest.mark.asyncio

@@ -142,8 +142,9 @@ class EmbedService:
 
     async def embed_query(self, text: str) -> np.ndarray:
         """A question's vector. The last few are remembered: one ask embeds its question for
-        the kind classifier, for retrieval (the same text unless the glossary added terms) and
-        for the answer's quote choice (``RepoExpert.question_vector``)."""
+        the kind classifier (and its asking sentence: ``kinds.kind_vector``), for retrieval (the
+        same text unless the glossary added terms) and for the answer's quote choice
+        (``RepoExpert.question_vector``)."""
         known = self._recent.get(text) if self.recent_queries else None
         if known is not None:
             self._recent.move_to_end(text)

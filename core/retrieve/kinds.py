@@ -68,7 +68,7 @@ async def kind_vector(embedder: EmbedService, question: str, vector: np.ndarray 
     its asking sentence's (:func:`asking`; the same vector when the question is one sentence)."""
     v = await embedder.embed_query(question) if vector is None else vector
     ask = asking(question)
-    a = v if ask == question else await embedder.embed_query(ask)
+    a = v if ask == question.strip() else await embedder.embed_query(ask)
     return np.concatenate([v, a]).astype(np.float32)
 
 
@@ -103,7 +103,7 @@ class KindModel:
     language's questions sit against the corpus language's."""
 
     centroids: np.ndarray  # one unit row per kind, in KINDS order
-    weights: np.ndarray | None = None  # classifier: dim × kinds
+    weights: np.ndarray | None = None  # classifier: (dim or 2·dim: kind_vector) × kinds
     bias: np.ndarray | None = None
     means: dict[str, np.ndarray] = field(default_factory=dict)  # language -> mean (align.py)
 
@@ -143,7 +143,10 @@ class KindModel:
         """Kind -> probability for a question vector (:func:`kind_vector`'s, for a classifier
         that reads the asking sentence too; its first half is the question's own)."""
         if self.weights is not None and self.bias is not None:
-            x = q if len(q) == self.weights.shape[0] else np.concatenate([q, q])
+            rows = self.weights.shape[0]
+            # a question's vector alone for a classifier of both (a one-sentence question's
+            # kind vector is it twice), a kind vector for one of the question alone (its half)
+            x = q if len(q) == rows else np.concatenate([q, q]) if 2 * len(q) == rows else q[:rows]
             p = _softmax(x @ self.weights + self.bias)
         else:
             p = _softmax(self.centroids @ q[: self.centroids.shape[1]] / TEMPERATURE)

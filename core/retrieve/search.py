@@ -74,9 +74,9 @@ async def candidates(
     qtext = f"{question} ({' '.join(english)})" if english and opt.glossary_dense else question
     dq = await embedder.embed_query(qtext)
     lang = detect_language(question) if opt.mode == "full" else None
-    # The kind classifier reads the question as asked, as it was fitted (train_ranker.py embeds
-    # the questions' own text): the glossary's English terms moved Spanish issue questions
-    # towards how-to (variants/prompts-2026-12-04/PLAN-s35.md, KR).
+    # The kind classifier reads the question as asked, and its asking sentence, as it was fitted
+    # (ranker_pools.collect: kinds.kind_vector of the questions' own text): the glossary's
+    # English terms moved Spanish issue questions towards how-to (PLAN-s35.md, KR).
     if kinds is None:
         probs = dict.fromkeys(KINDS, 1 / len(KINDS))
     else:
