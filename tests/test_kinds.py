@@ -47,6 +47,13 @@ def test_the_asking_sentence() -> None:
     assert asking("parse_config() returns None. Why?") == "Why?"
     assert asking("version 2.1.0 of pkg.sub fails") == "version 2.1.0 of pkg.sub fails"
     assert asking("  ") == "  "
+    # a `?` in a code span or a URL asks nothing: the sentence that does, or the last one
+    assert asking("My field is `Class<?> handler`. Gson throws on it. It worked in 2.8.") == (
+        "It worked in 2.8."
+    )
+    assert asking("Is `a?.b` supported? The docs at https://x.io/a?b=1 say so. I use 1.2.") == (
+        "Is `a?.b` supported?"
+    )
 
 
 @pytest.mark.asyncio

@@ -48,6 +48,8 @@ E5 = "multilingual-e5-small"
 
 # A sentence ends at . ? ! followed by space and what starts a sentence (in Spanish ¿ ¡ too).
 _SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[¿¡\"`(\[A-ZÁÉÍÓÚÑ])")
+# A `?` in a code span (`a?.b`, `re.compile("x?")`) or a URL's query asks nothing.
+_CODE_OR_URL = re.compile(r"`[^`]*`|\b[a-z][a-z0-9+.-]*://\S+")
 
 
 def asking(question: str) -> str:
@@ -58,7 +60,7 @@ def asking(question: str) -> str:
     sentences = [s.strip() for s in _SENTENCE.split(question.strip()) if s.strip()]
     if not sentences:
         return question
-    asks = [s for s in sentences if "?" in s]
+    asks = [s for s in sentences if "?" in _CODE_OR_URL.sub("", s)]
     return asks[-1] if asks else sentences[-1]
 
 
