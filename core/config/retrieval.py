@@ -129,6 +129,15 @@ class RetrievalConfig(StrictModel):
         description="The most passages the first source carries (the place read first, and the "
         "likeliest right file); at least passages. Default: one more than passages.",
     )
+    # Dev sets' tuning halves (variants/prompts-2026-12-06h/PLAN-s56.md, NB).
+    thin_lines: int = Field(
+        default=12,
+        ge=0,
+        le=200,
+        description="A shown piece of a code or docs file with fewer lines than this (a "
+        "heading's one-line intro, a doc comment apart from its function, a type alias above "
+        "the function that uses it) also shows the chunk that follows it in its file (0: off).",
+    )
     file_first: bool = Field(
         default=True,
         description="Order the sources so that every file's (thread's) best chunk comes before "

@@ -23,6 +23,7 @@ from core.retrieve.kinds import KINDS, KindModel, kind_vector
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, coverage, load, matrix
+from core.retrieve.thin import follow_thin
 from core.retrieve.translate import Translator
 from core.store.base import BuildReader
 
@@ -201,6 +202,9 @@ async def retrieve(
     timings["search"] = (time.perf_counter() - t) * 1000
     t = time.perf_counter()
     sources = await to_sources(reader, chosen)
+    follows: dict[int, list[int]] = {}
+    if opt.mode == "full":
+        sources, follows = await follow_thin(reader, sources, opt.config.thin_lines)
     timings["fetch"] = (time.perf_counter() - t) * 1000
     rj = route.to_json()
     rj["weights"] = weights
@@ -218,8 +222,10 @@ async def retrieve(
     rj["ranker"] = "learned" if ranker is not None else "hybrid"
     rj["sources"] = [
         {"collection": h.collection, "row": h.row, "why": h.why,
-         **({"passages": [p.row for p in h.passages]} if h.passages else {})}
-        for h in chosen
+         **({"passages": [p.row for p in h.passages]} if h.passages else {}),
+         # chunks shown because a piece before them was thin (thin.py)
+         **({"follows_thin": follows[i]} if i in follows else {})}
+        for i, h in enumerate(chosen)
     ]  # fmt: skip
     return Retrieval(
         sources=sources, route=rj, slots={str(c): n for c, n in slots.items()},

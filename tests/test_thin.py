@@ -1,0 +1,117 @@
+"""A thin piece brings what follows it (``retrieval.thin_lines``, core/retrieve/thin.py): a shown
+chunk of a few lines — a heading's one-sentence intro, a one-line type alias above the function
+that uses it — is shown with the chunk that starts right after it in its file."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from helpers import instance, make_repo, open_live
+
+from core.models import Chunk, Source
+from core.retrieve.thin import follow_thin
+
+DOCS = {
+    "docs/recipes.md": """# Recipes
+
+## Recipes available everywhere
+
+If you want recipes available everywhere, you have a few options.
+
+### Global file
+
+Put them in `~/.config/widget/global` and pass `--global-file`.
+
+## Colours
+
+Themes change the colours of charts and tables in the report.
+""",
+    "docs/install.md": "# Install\n\n## From source\n\nBuild widget with make and install it.\n",
+}
+QUESTION = "How do I make my recipes available everywhere?"
+
+CODE = {
+    "timing.py": '''"""Timing helpers."""
+from datetime import timedelta
+
+time_unit = int | float | timedelta
+
+
+def to_seconds(value: time_unit) -> float:
+    """Seconds in a number or a timedelta."""
+    return float(value.total_seconds() if isinstance(value, timedelta) else value)
+
+
+def later(value: time_unit) -> float:
+    """Seconds plus one: an unrelated helper further down."""
+    return to_seconds(value) + 1.0
+''',
+}
+
+
+def source(c: Chunk) -> Source:
+    return Source(collection=c.collection, title=c.title, url=c.url, text=c.text, score=1.0,
+                  path=c.path, start_line=c.start_line, end_line=c.end_line, symbol=c.symbol,
+                  chunk_id=c.id, repo=c.repo)  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_a_headings_intro_shows_the_subsection_after_it(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, DOCS)
+    got = {}
+    for name, settings in (("on", ""), ("off", "thin_lines: 0")):
+        async with instance(tmp_path, repo, name, settings) as app:
+            got[name] = await app.ask("w", QUESTION)
+    on, off = got["on"], got["off"]
+    first = on.sources[0]
+    # The intro (three lines) answers nothing by itself; where to put the file is in the
+    # subsection right after it, which shares no word with the question.
+    assert first.title.endswith("Recipes available everywhere")
+    assert first.end_line is not None and first.start_line is not None
+    assert first.end_line - first.start_line + 1 < 12
+    [p] = [p for p in first.passages if p.title.endswith("Global file")]
+    assert "--global-file" in p.text and p.start_line is not None
+    assert first.end_line < p.start_line <= first.end_line + 4
+    # the route says why it is shown
+    assert on.route["sources"][0]["follows_thin"] == [p.chunk_id]
+    # off: nothing shows it
+    assert off.sources[0].title == first.title
+    assert not any("--global-file" in t for s in off.sources for t in s.texts())
+    assert "follows_thin" not in off.route["sources"][0]
+
+
+@pytest.mark.asyncio
+async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "r"
+    make_repo(repo, CODE)
+    async with instance(tmp_path, repo, "code", "") as app:
+        await app.index("w")
+    reader = await open_live(tmp_path / "data-code", "w")
+    try:
+        chunks = sorted(await reader.all_chunks("code"), key=lambda c: c.start_line or 0)
+        alias = next(c for c in chunks if "time_unit = int" in c.text)
+        fn = next(c for c in chunks if c.symbol and c.symbol.endswith("to_seconds"))
+        later = next(c for c in chunks if c.symbol and c.symbol.endswith("later"))
+        assert alias.end_line is not None and alias.end_line < (fn.start_line or 0)
+        [out], added = await follow_thin(reader, [source(alias)], 12)
+        assert [p.chunk_id for p in out.passages] == [fn.id] and added == {0: [fn.id]}
+        assert "def to_seconds" in out.passages[0].text
+        # A piece of 12 lines or more is not thin; 0 turns it off.
+        [same], none = await follow_thin(reader, [source(alias)], 1)
+        assert same.passages == [] and none == {}
+        assert (await follow_thin(reader, [source(alias)], 0))[0][0].passages == []
+        # The function shown already (as another source) is not shown again; the function
+        # itself is thin here (4 lines) and brings the next one, `later`.
+        both, added = await follow_thin(reader, [source(alias), source(fn)], 12)
+        assert both[0].passages == [] and [p.chunk_id for p in both[1].passages] == [later.id]
+        assert added == {1: [later.id]}
+        # An issue thread is left as it is.
+        issue = replace(source(alias), collection="issues", issue=7)
+        assert (await follow_thin(reader, [issue], 12))[0][0].passages == []
+    finally:
+        await reader.close()
