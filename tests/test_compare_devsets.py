@@ -59,3 +59,34 @@ def test_paired_differences_their_standard_error_and_what_is_clear(tmp_path: Pat
     bad = subprocess.run([sys.executable, str(SCRIPT), str(a), str(tmp_path / "none.json")],
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "none.json: not an eval_devsets results.json" in bad.stderr
+
+
+def test_fact_and_hit_are_compared_like_mrr(tmp_path: Path) -> None:
+    """``--metric fact``: the share of answer facts shown, paired the same way; a question
+    without answer facts is left out of it (not counted as 0); ``hit``: a gold source cited."""
+    def q(qid: str, rank: int | None, facts: float | None) -> dict[str, Any]:
+        return {**_q(qid, "en", "code", rank), "facts": facts, "quoted": facts}
+
+    before = _run([q("a", 2, 0.5), q("b", 1, 1.0), q("c", None, None)], [])
+    after = _run([q("a", 3, 1.0), q("b", 1, 1.0), q("c", 1, None)], [])
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(before))
+    b.write_text(json.dumps(after))
+
+    def rows(*extra: str) -> dict[str, list[str]]:
+        out = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), *extra],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert out.splitlines()[0].startswith(f"| group | n | {extra[-1]} before |")
+        return {cells[1]: cells[2:-1] for line in out.splitlines()
+                if (cells := [c.strip() for c in line.split("|")])[1:2]
+                and cells[1][:1].isalpha() and cells[1] != "group"}  # fmt: skip
+
+    n, fa, fb, delta, _, up, down, _ = rows("--metric", "fact")["questions"]
+    assert (n, up, down) == ("2", "1", "0") and float(fa) == 0.75 and float(fb) == 1.0
+    assert float(delta) == 0.25
+    n, ha, hb, _, _, up, down, _ = rows("--metric", "hit")["questions"]
+    assert (n, up, down) == ("3", "1", "0") and math.isclose(float(ha), 2 / 3, abs_tol=1e-3)
+    assert float(hb) == 1.0
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(a), str(b), "--metric", "fact",
+                          "--level", "retrieval"], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "cited level only" in bad.stderr
