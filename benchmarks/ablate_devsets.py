@@ -39,6 +39,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         "sources without their files' further passages (one chunk per file -> two, as before)",
         ["--set", "passages=0"],
     ),
+    "no-thin-follow": (
+        "a thin piece without the chunk after it (retrieval.thin_lines 0)",
+        ["--set", "thin_lines=0"],
+    ),
     "no-first-passage": (
         "the first source no more passages than the others (one)",
         ["--set", "passages_first=1"],

@@ -56,7 +56,8 @@ def document(config: ServeConfig) -> dict[str, Any]:
             "passages": {
                 "type": "array",
                 "description": "Further chunks of the same file or thread that fit the question "
-                "(retrieval.passages; absent when none)",
+                "(retrieval.passages), or the chunk right after a thin one (retrieval.thin_lines); "
+                "absent when none",
                 "items": {
                     "type": "object",
                     "properties": {

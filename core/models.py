@@ -139,8 +139,9 @@ def line_span(start: int, end: int | None) -> str:
 
 @dataclass
 class Passage:
-    """A further piece of a source's file or thread (``retrieval.passages``): its own lines,
-    title and link, shown and quoted under the source it belongs to."""
+    """A further piece of a source's file or thread (``retrieval.passages``, or the chunk right
+    after a thin piece: ``retrieval.thin_lines``): its own lines, title and link, shown and quoted
+    under the source it belongs to."""
 
     title: str
     url: str

@@ -54,6 +54,9 @@ def test_the_asking_sentence() -> None:
     assert asking("Is `a?.b` supported? The docs at https://x.io/a?b=1 say so. I use 1.2.") == (
         "Is `a?.b` supported?"
     )
+    # ... but the question mark that ends a sentence right after a URL asks
+    url = "Is the default documented at HTTPS://example.com/docs?"
+    assert asking(f"{url} I could not find it.") == url
 
 
 @pytest.mark.asyncio

@@ -227,6 +227,13 @@ async def test_chunks_and_lookups(built: tuple[IndexStore, Any]) -> None:
     assert await r.path_rows("code", "src/widget/config.py") == [0, 1]
     assert await r.path_rows("code", "config.py") == [0, 1]  # a path's tail
     assert await r.path_rows("docs", "guide.md") == [1]
+    # file_rows: exactly that path (a tail is another file), `_` not a wildcard
+    assert await r.file_rows("code", "src/widget/config.py") == [0, 1]
+    assert await r.file_rows("code", "config.py") == []
+    assert await r.file_rows("docs", "guide.md") == []
+    assert await r.file_rows("code", "tests/test_config.py") == [2]
+    assert await r.file_rows("code", "tests/test%config.py") == []
+    assert await r.file_rows("docs", "docs/guide.md") == [1]
 
 
 @pytest.mark.asyncio

@@ -8,9 +8,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers import instance, make_repo, open_live
+from helpers import FakeApp, instance, make_repo, open_live
 
-from core.models import Chunk, Source
+from core.models import Chunk, Passage, Source
 from core.retrieve.thin import follow_thin
 
 DOCS = {
@@ -75,41 +75,85 @@ async def test_a_headings_intro_shows_the_subsection_after_it(tmp_path: Path) ->
     [p] = [p for p in first.passages if p.title.endswith("Global file")]
     assert "--global-file" in p.text and p.start_line is not None
     assert first.end_line < p.start_line <= first.end_line + 4
-    # the route says why it is shown
-    assert on.route["sources"][0]["follows_thin"] == [p.chunk_id]
+    # the route says why it is shown: the row of the chunk it brought
+    reader = await open_live(tmp_path / "data-on", "w")
+    try:
+        [row] = on.route["sources"][0]["follows_thin"]
+        assert (await reader.chunks("docs", [row]))[row].id == p.chunk_id
+    finally:
+        await reader.close()
     # off: nothing shows it
     assert off.sources[0].title == first.title
     assert not any("--global-file" in t for s in off.sources for t in s.texts())
     assert "follows_thin" not in off.route["sources"][0]
 
 
+def far(blank: int) -> str:
+    """A one-line alias, ``blank`` blank lines, then the function that uses it."""
+    return "limit = int | float\n" + "\n" * blank + "def clamp(value: limit) -> float:\n" \
+        "    return float(min(value, 10))\n"
+
+
 @pytest.mark.asyncio
 async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
     tmp_path: Path,
 ) -> None:
-    repo = tmp_path / "r"
-    make_repo(repo, CODE)
-    async with instance(tmp_path, repo, "code", "") as app:
-        await app.index("w")
-    reader = await open_live(tmp_path / "data-code", "w")
+    files = {**CODE, "gap3.py": far(3), "gap4.py": far(4)}
+    for name in ("a", "b"):
+        # the other repository has a timing.py of its own, whose function starts a line earlier
+        make_repo(tmp_path / name, files if name == "a" else {
+            "timing.py": "x = 1\ny = 2\nz = 3\nw = 4\n\ndef other_repo() -> int:\n"
+                         "    return 2\n"})  # fmt: skip
+    inst = tmp_path / "instances"
+    inst.mkdir()
+    (inst / "w.yaml").write_text(
+        "repos:\n"
+        f"  - {{name: alias, path: {tmp_path / 'a'}, web_url: 'https://github.com/acme/a'}}\n"
+        f"  - {{name: other, path: {tmp_path / 'b'}, web_url: 'https://github.com/acme/b'}}\n"
+    )
+    app = FakeApp(inst, tmp_path / "data")
     try:
-        chunks = sorted(await reader.all_chunks("code"), key=lambda c: c.start_line or 0)
-        alias = next(c for c in chunks if "time_unit = int" in c.text)
-        fn = next(c for c in chunks if c.symbol and c.symbol.endswith("to_seconds"))
-        later = next(c for c in chunks if c.symbol and c.symbol.endswith("later"))
-        assert alias.end_line is not None and alias.end_line < (fn.start_line or 0)
+        await app.index("w")
+    finally:
+        await app.close()
+    reader = await open_live(tmp_path / "data", "w")
+    try:
+        rows = await reader.file_rows("code", "timing.py")
+        chunks = await reader.chunks("code", rows)
+        assert {c.repo for c in chunks.values()} == {"alias", "other"}  # the same path twice
+        mine = sorted((c for c in chunks.values() if c.repo == "alias"),
+                      key=lambda c: c.start_line or 0)  # fmt: skip
+        alias = next(c for c in mine if "time_unit = int" in c.text)
+        fn = next(c for c in mine if c.symbol and c.symbol.endswith("to_seconds"))
+        later = next(c for c in mine if c.symbol and c.symbol.endswith("later"))
+        other = next(c for c in chunks.values() if c.repo == "other" and c.symbol)
+        assert alias.end_line == 4 and fn.start_line == 7 and other.start_line == 6
+        row = {c.id: r for r, c in chunks.items()}
         [out], added = await follow_thin(reader, [source(alias)], 12)
-        assert [p.chunk_id for p in out.passages] == [fn.id] and added == {0: [fn.id]}
+        assert [p.chunk_id for p in out.passages] == [fn.id] and added == {0: [row[fn.id]]}
         assert "def to_seconds" in out.passages[0].text
         # A piece of 12 lines or more is not thin; 0 turns it off.
         [same], none = await follow_thin(reader, [source(alias)], 1)
         assert same.passages == [] and none == {}
         assert (await follow_thin(reader, [source(alias)], 0))[0][0].passages == []
-        # The function shown already (as another source) is not shown again; the function
-        # itself is thin here (4 lines) and brings the next one, `later`.
+        # The function shown already (as another source) is not shown again, and nothing else
+        # takes its place; the function itself is thin here (4 lines) and brings `later`.
         both, added = await follow_thin(reader, [source(alias), source(fn)], 12)
         assert both[0].passages == [] and [p.chunk_id for p in both[1].passages] == [later.id]
-        assert added == {1: [later.id]}
+        assert added == {1: [row[later.id]]}
+        # A thin passage brings its follower too, right after it.
+        host = replace(source(later), passages=[Passage(
+            alias.title, alias.url, alias.text, alias.start_line, alias.end_line,
+            chunk_id=alias.id)])  # fmt: skip
+        [got], _ = await follow_thin(reader, [replace(host, start_line=1, end_line=40)], 12)
+        assert [p.chunk_id for p in got.passages] == [alias.id, fn.id]
+        # At most three blank lines between: gap3.py's function follows its alias, gap4.py's not.
+        for path, want in (("gap3.py", True), ("gap4.py", False)):
+            got_rows = await reader.file_rows("code", path)
+            head = next(c for c in (await reader.chunks("code", got_rows)).values()
+                        if "limit = int" in c.text)  # fmt: skip
+            [src], _ = await follow_thin(reader, [source(head)], 12)
+            assert [p.symbol for p in src.passages] == (["clamp"] if want else []), path
         # An issue thread is left as it is.
         issue = replace(source(alias), collection="issues", issue=7)
         assert (await follow_thin(reader, [issue], 12))[0][0].passages == []

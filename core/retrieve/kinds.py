@@ -49,7 +49,8 @@ E5 = "multilingual-e5-small"
 # A sentence ends at . ? ! followed by space and what starts a sentence (in Spanish ¿ ¡ too).
 _SENTENCE = re.compile(r"(?<=[.?!])\s+(?=[¿¡\"`(\[A-ZÁÉÍÓÚÑ])")
 # A `?` in a code span (`a?.b`, `re.compile("x?")`) or a URL's query asks nothing.
-_CODE_OR_URL = re.compile(r"`[^`]*`|\b[a-z][a-z0-9+.-]*://\S+")
+# (A URL ends before the punctuation that ends its sentence: "… at https://x.io/docs?".)
+_CODE_OR_URL = re.compile(r"`[^`]*`|\b[a-z][a-z0-9+.-]*://\S*[^\s?.!,;:)\]]", re.I)
 
 
 def asking(question: str) -> str:

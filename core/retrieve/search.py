@@ -223,7 +223,7 @@ async def retrieve(
     rj["sources"] = [
         {"collection": h.collection, "row": h.row, "why": h.why,
          **({"passages": [p.row for p in h.passages]} if h.passages else {}),
-         # chunks shown because a piece before them was thin (thin.py)
+         # rows of chunks shown because the piece before them was thin (thin.py)
          **({"follows_thin": follows[i]} if i in follows else {})}
         for i, h in enumerate(chosen)
     ]  # fmt: skip

@@ -143,6 +143,11 @@ class BuildReader(Protocol):
         """Rows of chunks of the file at ``path``, or of a file whose path ends in ``/path``."""
         ...
 
+    async def file_rows(self, collection: Collection, path: str) -> list[int]:
+        """Rows of chunks of the file at exactly ``path`` (of every repository), in row order:
+        an exact lookup, cheap for any path."""
+        ...
+
     async def symbols(self, name: str) -> list[Symbol]:
         """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
         finds methods), or — only when nothing has the name as written — by any spelling

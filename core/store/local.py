@@ -209,6 +209,9 @@ class LocalReader:
     async def path_rows(self, collection: Collection, path: str) -> list[int]:
         return self._lookups.path_rows(collection, path)
 
+    async def file_rows(self, collection: Collection, path: str) -> list[int]:
+        return sorted(self._lookups.paths.get(collection, {}).get(path, ()))
+
     async def symbols(self, name: str) -> list[Symbol]:
         # Indexed lookups only: this runs for every identifier a question names.
         sql = (

@@ -205,6 +205,10 @@ class PgReader:
             path, tail, tail + "\U0010ffff",
         )  # fmt: skip
 
+    async def file_rows(self, collection: Collection, path: str) -> list[int]:
+        """The file at exactly ``path``: an equality on the reversed-path index."""
+        return await self._rows_where(collection, 'reverse(path) COLLATE "C" = $1', path[::-1])
+
     async def symbols(self, name: str) -> list[Symbol]:
         sql = (
             f"SELECT {SYMBOL_COLS} FROM {self._t('symbols')} "
