@@ -126,7 +126,8 @@ async def test_first_source_passages_come_from_the_instance_config(tmp_path: Pat
     make_repo(repo, three)
     got = {}
     for name, extra in (("default", ""), ("one", ", passages_first: 1")):
-        settings = f"passages: 1, relevance_floor: 0.0, k: 3{extra}"
+        # thin_lines 0: the passages counted are the selection's (these sections are thin)
+        settings = f"passages: 1, relevance_floor: 0.0, k: 3, thin_lines: 0{extra}"
         async with instance(tmp_path, repo, name, settings) as app:
             got[name] = await app.ask("w", QUESTION)
     first = got["default"].sources[0]
@@ -225,7 +226,7 @@ async def test_the_issue_to_code_hop_lists_each_file_once_with_its_passages(
     got = {}
     issues = f"issues: {{file: {tmp_path / 'issues.json'}}}\n"
     for n in (1, 0):
-        settings = f"passages: {n}, relevance_floor: 0.0, k: 4"
+        settings = f"passages: {n}, relevance_floor: 0.0, k: 4, thin_lines: 0"  # as above
         async with instance(tmp_path, repo, str(n), settings, issues) as app:
             got[n] = await app.retrieve("w", "where is the bug from issue #5?")
             # An issue that is not indexed: the question is answered as asked (no issue

@@ -201,7 +201,9 @@ def _world(tmp: Path, translate: bool = True) -> Path:
     inst.mkdir()
     for name, on in (("cli", True), ("plain", False)):
         (inst / f"{name}.yaml").write_text(
-            f"repo: {{path: {repo}}}\nretrieval: {{translate: {str(on).lower()}}}\n"
+            # thin_lines 0: which sections are cited is the translation's doing here, not a
+            # thin section's follower (thin.py: "Output" is two lines, "Wrapping" follows it)
+            f"repo: {{path: {repo}}}\nretrieval: {{translate: {str(on).lower()}, thin_lines: 0}}\n"
         )
     return inst
 
