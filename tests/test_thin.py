@@ -51,6 +51,15 @@ def later(value: time_unit) -> float:
 }
 
 
+def _long(name: str) -> str:
+    body = "".join(f"    out.append(n + {i})\n" for i in range(11))
+    return f"def {name}(n: int) -> list[int]:\n    out = []\n{body}    return out\n"
+
+
+LONG = (_long("steps") + "\n\ndef after_steps() -> int:\n    return 1\n\n\n"
+        + _long("more_steps") + "\n\ndef after_more() -> int:\n    return 2\n")
+
+
 def source(c: Chunk) -> Source:
     return Source(collection=c.collection, title=c.title, url=c.url, text=c.text, score=1.0,
                   path=c.path, start_line=c.start_line, end_line=c.end_line, symbol=c.symbol,
@@ -98,7 +107,7 @@ def far(blank: int) -> str:
 async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
     tmp_path: Path,
 ) -> None:
-    files = {**CODE, "gap3.py": far(3), "gap4.py": far(4)}
+    files = {**CODE, "gap3.py": far(3), "gap4.py": far(4), "long.py": LONG}
     for name in ("a", "b"):
         # the other repository has a timing.py of its own, whose function starts a line earlier
         make_repo(tmp_path / name, files if name == "a" else {
@@ -154,6 +163,22 @@ async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
                         if "limit = int" in c.text)  # fmt: skip
             [src], _ = await follow_thin(reader, [source(head)], 12)
             assert [p.symbol for p in src.passages] == (["clamp"] if want else []), path
+        # read_on_first: the first source's own chunk reads on whatever its length; its
+        # passages and the other sources' pieces only when thin.
+        got_rows = await reader.file_rows("code", "long.py")
+        long = {c.symbol: c for c in (await reader.chunks("code", got_rows)).values()}
+        one, two = long["steps"], long["more_steps"]
+        assert all((c.end_line or 0) - (c.start_line or 0) + 1 >= 12 for c in (one, two))
+        [first, second], _ = await follow_thin(reader, [source(one), source(two)], 12,
+                                               first_on=True)  # fmt: skip
+        assert [p.symbol for p in first.passages] == ["after_steps"] and second.passages == []
+        assert (await follow_thin(reader, [source(one)], 12))[0][0].passages == []
+        host = replace(source(two), passages=[Passage(one.title, one.url, one.text,
+                                                      one.start_line, one.end_line,
+                                                      chunk_id=one.id)])  # fmt: skip
+        [got], _ = await follow_thin(reader, [host], 12, first_on=True)
+        # the source's own follower right after it, then its (long) passage, which does not read on
+        assert [p.chunk_id for p in got.passages] == [long["after_more"].id, one.id]
         # An issue thread is left as it is.
         issue = replace(source(alias), collection="issues", issue=7)
         assert (await follow_thin(reader, [issue], 12))[0][0].passages == []

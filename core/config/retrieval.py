@@ -138,6 +138,12 @@ class RetrievalConfig(StrictModel):
         "heading's one-line intro, a doc comment apart from its function, a type alias above "
         "the function that uses it) also shows the chunk that follows it in its file (0: off).",
     )
+    read_on_first: bool = Field(
+        default=True,
+        description="The first source's own chunk carries the chunk after it in its file, "
+        "whatever its length (thin_lines decides for every other piece; thin_lines 0 turns "
+        "both off).",
+    )
     file_first: bool = Field(
         default=True,
         description="Order the sources so that every file's (thread's) best chunk comes before "

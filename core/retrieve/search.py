@@ -204,7 +204,8 @@ async def retrieve(
     sources = await to_sources(reader, chosen)
     follows: dict[int, list[int]] = {}
     if opt.mode == "full":
-        sources, follows = await follow_thin(reader, sources, opt.config.thin_lines)
+        sources, follows = await follow_thin(reader, sources, opt.config.thin_lines,
+                                             opt.config.read_on_first)
     timings["fetch"] = (time.perf_counter() - t) * 1000
     rj = route.to_json()
     rj["weights"] = weights

@@ -5,10 +5,13 @@ one-line type alias above the function that uses it, a class's fields above its 
 answers little by itself; a person shown it would read on. So the chunk that starts right after it
 in its file (with at most :data:`GAP` lines between: blank lines) is shown with it, as a passage
 placed after it — unless that chunk is shown already (then nothing is added: the reader has it).
-Issue threads are left as they are.
+Issue threads are left as they are. The first source — the place read first — reads on whatever
+its own chunk's length (``retrieval.read_on_first``): its answer is the likeliest to run on past
+the chunk's end (a default set a few lines into the next function, a flag's subsection).
 
-Measured on the dev sets' tuning halves before it was kept (PLAN-s56.md, NB): answer facts shown
-+0.005 ± 0.002, every rank the same, the text shown × 1.06."""
+Measured on the dev sets' tuning halves before each was kept (PLAN-s56.md): thin pieces (NB)
+answer facts shown +0.005 ± 0.002, every rank the same, the text shown × 1.06; the first source
+reading on (NF1) +0.005 ± 0.002 more, × 1.04."""
 
 from __future__ import annotations
 
@@ -46,10 +49,11 @@ def _passage(c: Chunk) -> Passage:
 
 
 async def follow_thin(
-    reader: BuildReader, sources: list[Source], thin: int
+    reader: BuildReader, sources: list[Source], thin: int, first_on: bool = False
 ) -> tuple[list[Source], dict[int, list[int]]]:
     """``sources`` with every thin piece followed by its file's next chunk (``thin``: fewer
-    lines than this is thin; 0: off), and for each source that got some (by its index) the rows
+    lines than this is thin; 0: off) — and, with ``first_on``, the first source's own chunk
+    whatever its length —, and for each source that got some (by its index) the rows
     of the chunks it got, for the route to say why they are shown. A file is read once (its
     chunks' rows by exact path, then those chunks) however many of its pieces are thin."""
     added: dict[int, list[int]] = {}
@@ -71,7 +75,8 @@ async def follow_thin(
         for start, end, passage in pieces:
             if passage is not None:
                 passages.append(passage)
-            if start is None or end is None or end - start + 1 >= thin:
+            on = first_on and i == 0 and passage is None
+            if start is None or end is None or (end - start + 1 >= thin and not on):
                 continue
             key = (src.collection, src.path, src.repo)
             if key not in files:
