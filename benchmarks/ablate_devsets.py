@@ -40,8 +40,12 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
         ["--set", "passages=0"],
     ),
     "no-thin-follow": (
-        "a thin piece without the chunk after it (retrieval.thin_lines 0)",
+        "a thin piece, and the first source, without the chunk after it (retrieval.thin_lines 0)",
         ["--set", "thin_lines=0"],
+    ),
+    "no-read-on-first": (
+        "the first source's own chunk reads on only when thin (retrieval.read_on_first false)",
+        ["--set", "read_on_first=false"],
     ),
     "no-first-passage": (
         "the first source no more passages than the others (one)",

@@ -56,7 +56,8 @@ def document(config: ServeConfig) -> dict[str, Any]:
             "passages": {
                 "type": "array",
                 "description": "Further chunks of the same file or thread that fit the question "
-                "(retrieval.passages), or the chunk right after a thin one (retrieval.thin_lines); "
+                "(retrieval.passages), or the chunk right after a thin one or after the first "
+                "source's own (retrieval.thin_lines, read_on_first); "
                 "absent when none",
                 "items": {
                     "type": "object",

@@ -140,7 +140,8 @@ def line_span(start: int, end: int | None) -> str:
 @dataclass
 class Passage:
     """A further piece of a source's file or thread (``retrieval.passages``, or the chunk right
-    after a thin piece: ``retrieval.thin_lines``): its own lines, title and link, shown and quoted
+    after a thin piece or after the first source's own: ``retrieval.thin_lines``,
+    ``read_on_first``): its own lines, title and link, shown and quoted
     under the source it belongs to."""
 
     title: str

@@ -1,6 +1,7 @@
 """A thin piece brings what follows it (``retrieval.thin_lines``, core/retrieve/thin.py): a shown
 chunk of a few lines — a heading's one-sentence intro, a one-line type alias above the function
-that uses it — is shown with the chunk that starts right after it in its file."""
+that uses it — is shown with the chunk that starts right after it in its file; and the first
+source's own chunk reads on likewise, whatever its length (``retrieval.read_on_first``)."""
 
 from __future__ import annotations
 
@@ -184,3 +185,32 @@ async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
         assert (await follow_thin(reader, [issue], 12))[0][0].passages == []
     finally:
         await reader.close()
+
+
+LONG_DOCS = {
+    "docs/upload.md": "# Upload\n\n## Upload retries\n\n" + "".join(
+        f"Upload retries step {i}: a failed upload retries with backoff.\n\n" for i in range(8)
+    ) + "## Limits\n\nThe ceiling is `MAX_WAIT = 90` seconds.\n",
+    "docs/other.md": "# Other\n\n## Colours\n\nThemes change colours of charts.\n",
+}
+
+
+@pytest.mark.asyncio
+async def test_the_first_source_reads_on_from_the_instance_config(tmp_path: Path) -> None:
+    """``read_on_first`` (default on) reaches retrieval: a long first source carries the section
+    after it; with it off, or with ``thin_lines: 0`` (both off), it does not."""
+    repo = tmp_path / "r"
+    make_repo(repo, LONG_DOCS)
+    got = {}
+    for name, settings in (("on", ""), ("off", "read_on_first: false"), ("none", "thin_lines: 0")):
+        async with instance(tmp_path, repo, name, settings) as app:
+            got[name] = await app.ask("w", "How do upload retries step with backoff?")
+    first = got["on"].sources[0]
+    assert first.title.endswith("Upload retries")
+    assert (first.end_line or 0) - (first.start_line or 0) + 1 >= 12  # not thin
+    assert any("MAX_WAIT" in p.text for p in first.passages)
+    assert "follows_thin" in got["on"].route["sources"][0]
+    for name in ("off", "none"):
+        src = got[name].sources[0]
+        assert src.title == first.title and not any("MAX_WAIT" in t for t in src.texts())
+        assert "follows_thin" not in got[name].route["sources"][0]

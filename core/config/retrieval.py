@@ -142,7 +142,7 @@ class RetrievalConfig(StrictModel):
         default=True,
         description="The first source's own chunk carries the chunk after it in its file, "
         "whatever its length (thin_lines decides for every other piece; thin_lines 0 turns "
-        "both off).",
+        "both off). An issue thread first (the issue → code hop's) does not read on.",
     )
     file_first: bool = Field(
         default=True,

@@ -224,7 +224,8 @@ async def retrieve(
     rj["sources"] = [
         {"collection": h.collection, "row": h.row, "why": h.why,
          **({"passages": [p.row for p in h.passages]} if h.passages else {}),
-         # rows of chunks shown because the piece before them was thin (thin.py)
+         # rows of chunks shown because the piece before them was thin, or the first source's own
+         # chunk (read_on_first; thin.py)
          **({"follows_thin": follows[i]} if i in follows else {})}
         for i, h in enumerate(chosen)
     ]  # fmt: skip

@@ -7,7 +7,9 @@ in its file (with at most :data:`GAP` lines between: blank lines) is shown with 
 placed after it — unless that chunk is shown already (then nothing is added: the reader has it).
 Issue threads are left as they are. The first source — the place read first — reads on whatever
 its own chunk's length (``retrieval.read_on_first``): its answer is the likeliest to run on past
-the chunk's end (a default set a few lines into the next function, a flag's subsection).
+the chunk's end (a default set a few lines into the next function, a flag's subsection). An issue
+thread first (the issue → code hop's) does not, and no code source after it does either;
+``thin_lines`` 0 turns both off.
 
 Measured on the dev sets' tuning halves before each was kept (PLAN-s56.md): thin pieces (NB)
 answer facts shown +0.005 ± 0.002, every rank the same, the text shown × 1.06; the first source
