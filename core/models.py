@@ -152,6 +152,12 @@ class Passage:
     symbol: str | None = None
     chunk_id: int | None = None
 
+    @classmethod
+    def of(cls, c: Chunk) -> Passage:
+        """The passage that shows chunk ``c``."""
+        return cls(title=c.title, url=c.url, text=c.text, start_line=c.start_line,
+                   end_line=c.end_line, symbol=c.symbol, chunk_id=c.id)  # fmt: skip
+
     def lines(self) -> str:
         """``10-20`` (``10`` for one line; the title when it has none)."""
         return self.title if self.start_line is None else line_span(self.start_line, self.end_line)

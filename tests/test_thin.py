@@ -127,6 +127,10 @@ async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
     finally:
         await app.close()
     reader = await open_live(tmp_path / "data", "w")
+
+    async def file_chunks(path: str) -> list[Chunk]:
+        return list((await reader.chunks("code", await reader.file_rows("code", path))).values())
+
     try:
         rows = await reader.file_rows("code", "timing.py")
         chunks = await reader.chunks("code", rows)
@@ -152,31 +156,24 @@ async def test_a_type_alias_shows_the_function_below_it_and_nothing_twice(
         assert both[0].passages == [] and [p.chunk_id for p in both[1].passages] == [later.id]
         assert added == {1: [row[later.id]]}
         # A thin passage brings its follower too, right after it.
-        host = replace(source(later), passages=[Passage(
-            alias.title, alias.url, alias.text, alias.start_line, alias.end_line,
-            chunk_id=alias.id)])  # fmt: skip
+        host = replace(source(later), passages=[Passage.of(alias)])
         [got], _ = await follow_thin(reader, [replace(host, start_line=1, end_line=40)], 12)
         assert [p.chunk_id for p in got.passages] == [alias.id, fn.id]
         # At most three blank lines between: gap3.py's function follows its alias, gap4.py's not.
         for path, want in (("gap3.py", True), ("gap4.py", False)):
-            got_rows = await reader.file_rows("code", path)
-            head = next(c for c in (await reader.chunks("code", got_rows)).values()
-                        if "limit = int" in c.text)  # fmt: skip
+            head = next(c for c in await file_chunks(path) if "limit = int" in c.text)
             [src], _ = await follow_thin(reader, [source(head)], 12)
             assert [p.symbol for p in src.passages] == (["clamp"] if want else []), path
         # read_on_first: the first source's own chunk reads on whatever its length; its
         # passages and the other sources' pieces only when thin.
-        got_rows = await reader.file_rows("code", "long.py")
-        long = {c.symbol: c for c in (await reader.chunks("code", got_rows)).values()}
+        long = {c.symbol: c for c in await file_chunks("long.py")}
         one, two = long["steps"], long["more_steps"]
         assert all((c.end_line or 0) - (c.start_line or 0) + 1 >= 12 for c in (one, two))
         [first, second], _ = await follow_thin(reader, [source(one), source(two)], 12,
                                                first_on=True)  # fmt: skip
         assert [p.symbol for p in first.passages] == ["after_steps"] and second.passages == []
         assert (await follow_thin(reader, [source(one)], 12))[0][0].passages == []
-        host = replace(source(two), passages=[Passage(one.title, one.url, one.text,
-                                                      one.start_line, one.end_line,
-                                                      chunk_id=one.id)])  # fmt: skip
+        host = replace(source(two), passages=[Passage.of(one)])
         [got], _ = await follow_thin(reader, [host], 12, first_on=True)
         # the source's own follower right after it, then its (long) passage, which does not read on
         assert [p.chunk_id for p in got.passages] == [long["after_more"].id, one.id]

@@ -453,11 +453,7 @@ async def to_sources(reader: BuildReader, chosen: list[Candidate]) -> list[Sourc
     out = []
     for h in chosen:
         ch = chunk(h)
-        passages = [
-            Passage(title=p.title, url=p.url, text=p.text, start_line=p.start_line,
-                    end_line=p.end_line, symbol=p.symbol, chunk_id=p.id)
-            for p in map(chunk, h.passages)
-        ]  # fmt: skip
+        passages = [Passage.of(p) for p in map(chunk, h.passages)]
         out.append(
             Source(
                 collection=h.collection, title=ch.title, url=ch.url, text=ch.text, score=h.score,

@@ -24,7 +24,7 @@ from core.store.base import BuildReader
 
 # At most this many lines between a thin piece's last line and the next chunk's first.
 GAP = 3
-COLLECTIONS = ("code", "docs")
+FOLLOWED = ("code", "docs")  # collections whose pieces read on (not issue threads)
 
 File = list[tuple[int, Chunk]]  # a file's chunks with their rows
 
@@ -34,8 +34,7 @@ async def _file_chunks(reader: BuildReader, coll: Collection, path: str, repo: s
     repositories may have the same path in each), with their rows."""
     rows = await reader.file_rows(coll, path)
     chunks = await reader.chunks(coll, rows) if rows else {}
-    return [(r, c) for r, c in chunks.items()
-            if c.path == path and c.repo == repo and c.start_line is not None]  # fmt: skip
+    return [(r, c) for r, c in chunks.items() if c.path == path and c.repo == repo]
 
 
 def _next(chunks: File, end: int) -> tuple[int, Chunk] | None:
@@ -43,11 +42,6 @@ def _next(chunks: File, end: int) -> tuple[int, Chunk] | None:
     after = [(r, c) for r, c in chunks
              if c.start_line is not None and end < c.start_line <= end + 1 + GAP]  # fmt: skip
     return min(after, key=lambda rc: (rc[1].start_line or 0, rc[0]), default=None)
-
-
-def _passage(c: Chunk) -> Passage:
-    return Passage(title=c.title, url=c.url, text=c.text, start_line=c.start_line,
-                   end_line=c.end_line, symbol=c.symbol, chunk_id=c.id)  # fmt: skip
 
 
 async def follow_thin(
@@ -66,7 +60,7 @@ async def follow_thin(
     files: dict[tuple[Collection, str, str], File] = {}
     out = []
     for i, src in enumerate(sources):
-        if src.collection not in COLLECTIONS or src.path is None:
+        if src.collection not in FOLLOWED or src.path is None:
             out.append(src)
             continue
         pieces: list[tuple[int | None, int | None, Passage | None]] = [
@@ -87,7 +81,7 @@ async def follow_thin(
             if nxt is None or nxt[1].id in shown:
                 continue
             row, chunk = nxt
-            passages.append(_passage(chunk))
+            passages.append(Passage.of(chunk))
             if chunk.id is not None:
                 shown.add(chunk.id)
             added.setdefault(i, []).append(row)
