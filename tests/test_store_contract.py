@@ -227,13 +227,20 @@ async def test_chunks_and_lookups(built: tuple[IndexStore, Any]) -> None:
     assert await r.path_rows("code", "src/widget/config.py") == [0, 1]
     assert await r.path_rows("code", "config.py") == [0, 1]  # a path's tail
     assert await r.path_rows("docs", "guide.md") == [1]
-    # file_rows: exactly that path (a tail is another file), `_` not a wildcard
-    assert await r.file_rows("code", "src/widget/config.py") == [0, 1]
-    assert await r.file_rows("code", "config.py") == []
-    assert await r.file_rows("docs", "guide.md") == []
-    assert await r.file_rows("code", "tests/test_config.py") == [2]
-    assert await r.file_rows("code", "tests/test%config.py") == []
-    assert await r.file_rows("docs", "docs/guide.md") == [1]
+    # next_chunk: the chunk starting first after a line, within so many lines, of exactly that
+    # path (a tail is another file; `_` and `%` are not wildcards) and repository.
+    nxt = await r.next_chunk("code", "src/widget/config.py", "", 7, 5)
+    assert nxt is not None and nxt[0] == 1 and nxt[1].symbol == "Renderer.draw"
+    assert nxt[1].id == (await r.chunks("code", [1]))[1].id
+    assert await r.next_chunk("code", "src/widget/config.py", "", 7, 4) is None  # 12 > 7 + 4
+    assert (await r.next_chunk("code", "src/widget/config.py", "", 0, 20) or (None,))[0] == 0
+    assert await r.next_chunk("code", "src/widget/config.py", "", 12, 20) is None
+    assert await r.next_chunk("code", "src/widget/config.py", "other", 0, 20) is None
+    assert await r.next_chunk("code", "config.py", "", 0, 20) is None
+    assert await r.next_chunk("code", "src_widget/config.py", "", 0, 20) is None
+    assert await r.next_chunk("code", "tests/test%config.py", "", 0, 20) is None
+    assert await r.next_chunk("docs", "src/widget/config.py", "", 0, 20) is None
+    assert (await r.next_chunk("docs", "docs/guide.md", "", 0, 1) or (None,))[0] == 1
 
 
 @pytest.mark.asyncio

@@ -19,29 +19,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from core.models import Chunk, Collection, Passage, Source
+from core.models import Passage, Source
 from core.store.base import BuildReader
 
 # At most this many lines between a thin piece's last line and the next chunk's first.
 GAP = 3
 FOLLOWED = ("code", "docs")  # collections whose pieces read on (not issue threads)
-
-File = list[tuple[int, Chunk]]  # a file's chunks with their rows
-
-
-async def _file_chunks(reader: BuildReader, coll: Collection, path: str, repo: str) -> File:
-    """The chunks of the file at exactly ``path`` of ``repo`` (an instance over several
-    repositories may have the same path in each), with their rows."""
-    rows = await reader.file_rows(coll, path)
-    chunks = await reader.chunks(coll, rows) if rows else {}
-    return [(r, c) for r, c in chunks.items() if c.path == path and c.repo == repo]
-
-
-def _next(chunks: File, end: int) -> tuple[int, Chunk] | None:
-    """The chunk that starts first after line ``end``, within :data:`GAP` lines of it."""
-    after = [(r, c) for r, c in chunks
-             if c.start_line is not None and end < c.start_line <= end + 1 + GAP]  # fmt: skip
-    return min(after, key=lambda rc: (rc[1].start_line or 0, rc[0]), default=None)
 
 
 async def follow_thin(
@@ -50,14 +33,14 @@ async def follow_thin(
     """``sources`` with every thin piece followed by its file's next chunk (``thin``: fewer
     lines than this is thin; 0: off) — and, with ``first_on``, the first source's own chunk
     whatever its length —, and for each source that got some (by its index) the rows
-    of the chunks it got, for the route to say why they are shown. A file is read once (its
-    chunks' rows by exact path, then those chunks) however many of its pieces are thin."""
+    of the chunks it got, for the route to say why they are shown. Each follower is one
+    indexed lookup of that chunk alone (:meth:`BuildReader.next_chunk`), not a read of its
+    file: a long README's hundreds of chunks are not loaded to find one."""
     added: dict[int, list[int]] = {}
     if thin <= 0:
         return sources, added
     shown = {cid for s in sources for cid in (s.chunk_id, *(p.chunk_id for p in s.passages))
              if cid is not None}  # fmt: skip
-    files: dict[tuple[Collection, str, str], File] = {}
     out = []
     for i, src in enumerate(sources):
         if src.collection not in FOLLOWED or src.path is None:
@@ -74,10 +57,7 @@ async def follow_thin(
             on = first_on and i == 0 and passage is None
             if start is None or end is None or (end - start + 1 >= thin and not on):
                 continue
-            key = (src.collection, src.path, src.repo)
-            if key not in files:
-                files[key] = await _file_chunks(reader, *key)
-            nxt = _next(files[key], end)
+            nxt = await reader.next_chunk(src.collection, src.path, src.repo, end, 1 + GAP)
             if nxt is None or nxt[1].id in shown:
                 continue
             row, chunk = nxt

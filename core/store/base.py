@@ -143,9 +143,13 @@ class BuildReader(Protocol):
         """Rows of chunks of the file at ``path``, or of a file whose path ends in ``/path``."""
         ...
 
-    async def file_rows(self, collection: Collection, path: str) -> list[int]:
-        """Rows of chunks of the file at exactly ``path`` (of every repository), in row order:
-        an exact lookup, cheap for any path."""
+    async def next_chunk(
+        self, collection: Collection, path: str, repo: str, after: int, within: int
+    ) -> tuple[int, Chunk] | None:
+        """The chunk of the file at exactly ``path`` of repository ``repo`` that starts first
+        after line ``after``, at most ``within`` lines after it (a tie: the lower row) — its row
+        and itself —, or None. One indexed lookup that reads that chunk alone, however long the
+        file (``retrieve/thin.py`` asks it for every thin piece shown)."""
         ...
 
     async def symbols(self, name: str) -> list[Symbol]:

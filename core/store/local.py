@@ -209,8 +209,17 @@ class LocalReader:
     async def path_rows(self, collection: Collection, path: str) -> list[int]:
         return self._lookups.path_rows(collection, path)
 
-    async def file_rows(self, collection: Collection, path: str) -> list[int]:
-        return sorted(self._lookups.paths.get(collection, {}).get(path, ()))
+    async def next_chunk(
+        self, collection: Collection, path: str, repo: str, after: int, within: int
+    ) -> tuple[int, Chunk] | None:
+        # The path index (`+collection`: not the (collection, row) one; see _rows_where).
+        sql = (
+            f"SELECT {CHUNK_COLS} FROM chunks WHERE path=? AND +collection=? AND repo=? "
+            "AND start_line > ? AND start_line <= ? ORDER BY start_line, row LIMIT 1"
+        )
+        async with self.db.execute(sql, (path, collection, repo, after, after + within)) as cur:
+            got = await cur.fetchone()
+        return None if got is None else (int(got[2]), row_to_chunk(got))
 
     async def symbols(self, name: str) -> list[Symbol]:
         # Indexed lookups only: this runs for every identifier a question names.

@@ -205,9 +205,19 @@ class PgReader:
             path, tail, tail + "\U0010ffff",
         )  # fmt: skip
 
-    async def file_rows(self, collection: Collection, path: str) -> list[int]:
+    async def next_chunk(
+        self, collection: Collection, path: str, repo: str, after: int, within: int
+    ) -> tuple[int, Chunk] | None:
         """The file at exactly ``path``: an equality on the reversed-path index."""
-        return await self._rows_where(collection, 'reverse(path) COLLATE "C" = $1', path[::-1])
+        if not self.size(collection):
+            return None
+        got = await self._fetch(
+            f"SELECT {CHUNK_COLS} FROM {self._t(collection)} "
+            'WHERE reverse(path) COLLATE "C" = $1 AND repo = $2 AND start_line > $3 '
+            "AND start_line <= $4 ORDER BY start_line, row LIMIT 1",
+            path[::-1], repo, after, after + within,
+        )  # fmt: skip
+        return (int(got[0][1]), _chunk(collection, got[0])) if got else None
 
     async def symbols(self, name: str) -> list[Symbol]:
         sql = (
