@@ -82,6 +82,37 @@ def test_a_docstring_cut_at_either_end_is_found() -> None:
     assert not any("__future__" in q or "post_dump" in q for q in quotes)
 
 
+def test_every_docstring_of_a_method_group_is_prose_not_code() -> None:
+    # A chunk of several methods: each one's docstring is prose to quote, none of its lines a
+    # "code line" (an answer quoted 'file (`thin.py` asks it)."""'); an attribute's docstring
+    # too; a string that is assigned or passed stays code.
+    py = (
+        "class Reader(Protocol):\n"
+        "    def tests(self, rows):\n"
+        '        """Which rows hold test code."""\n'
+        "        ...\n\n"
+        "    async def next_chunk(self, path, after):\n"
+        '        """The chunk of the file that starts first\n'
+        "        after line ``after``, or None. One indexed lookup\n"
+        '        (``thin.py`` asks it for every thin piece).\"\"\"\n'
+        "        ...\n\n"
+        "    LIMIT = 20\n"
+        '    """The most rows a lookup returns."""\n\n'
+        "    def render(self):\n"
+        '        template = """thin piece header\n'
+        '        {rows}"""\n'
+        "        return template\n"
+    )
+    quotes = code_quotes(py, None, "python")
+    assert "Which rows hold test code." in quotes  # the chunk's first docstring
+    assert "The chunk of the file that starts first after line ``after``, or None." in quotes
+    assert "The most rows a lookup returns." in quotes
+    lines = code_lines(py, {"thin", "piece", "lookup", "rows", "chunk"}, lang="python")
+    assert not any("asks it" in q or "indexed lookup" in q or "most rows" in q for q in lines)
+    assert "`template = \"\"\"thin piece header`" in lines  # an assigned string is code
+    assert "`{rows}\"\"\"`" in lines
+
+
 def test_triple_quotes_are_a_docstring_only_in_python() -> None:
     go = (
         "// lexMultilineString consumes the inner contents of a string.\n"

@@ -212,20 +212,53 @@ def _docstring_span(body: str) -> tuple[int, int, bool] | None:
     return first.end(), end if end >= 0 else len(body), False
 
 
+# A later docstring's opening quotes begin their line (a string prefix allowed): a statement.
+_STATEMENT_QUOTES = re.compile(r"[ \t]*[rRbBuU]?$")
+
+
+def _docstring_spans(body: str) -> list[tuple[int, int, bool]]:
+    """Every docstring of a Python chunk: the first as :func:`_docstring_span` reads it, then
+    each later triple-quoted string that stands as a statement (its opening quotes begin their
+    line) — a method group's methods' docstrings, whose lines are prose, not code. A string
+    assigned or passed (``x = \"\"\"…``) is code and is skipped with its closing quotes."""
+    first = _docstring_span(body)
+    if first is None:
+        return []
+    spans = [first]
+    marks = [m for m in _TRIPLE.finditer(body) if m.start() >= first[1]]
+    if marks and marks[0].start() == first[1]:
+        marks = marks[1:]  # the first docstring's closing quotes
+    while marks:
+        opening = marks.pop(0)
+        close = next((i for i, m in enumerate(marks) if m.group() == opening.group()), None)
+        end = marks[close].start() if close is not None else len(body)
+        line_start = body.rfind("\n", 0, opening.start()) + 1
+        if _STATEMENT_QUOTES.match(body[line_start : opening.start()]):
+            spans.append((opening.end(), end, False))
+        marks = marks[close + 1 :] if close is not None else []
+    return spans
+
+
 def _docstring(body: str) -> list[str] | None:
-    """A Python chunk's docstring (:func:`_docstring_span`) as lines, dedented as Python reads
-    one (``inspect.cleandoc``)."""
-    span = _docstring_span(body)
-    if span is None:
+    """A Python chunk's docstrings (:func:`_docstring_spans`) as lines, each dedented as Python
+    reads one (``inspect.cleandoc``), a blank line between two: the first (the chunk's own)
+    opens the quotes; a method group's later ones are sentences to choose from too."""
+    spans = _docstring_spans(body)
+    if not spans:
         return None
-    start, end, inside = span
-    if not inside:
-        return inspect.cleandoc(body[start:end]).splitlines()
-    lines = textwrap.dedent(body[start:end]).strip("\n").splitlines()
-    # Lines indented past the text's own are the rest of a block the previous piece opened
-    # (an example after "::"): code, not prose.
-    lead = next((i for i, ln in enumerate(lines) if ln.strip() and not _indent(ln)), 0)
-    return [""] * lead + lines[lead:]
+    out: list[str] = []
+    for start, end, inside in spans:
+        if out:
+            out.append("")
+        if not inside:
+            out.extend(inspect.cleandoc(body[start:end]).splitlines())
+            continue
+        lines = textwrap.dedent(body[start:end]).strip("\n").splitlines()
+        # Lines indented past the text's own are the rest of a block the previous piece opened
+        # (an example after "::"): code, not prose.
+        lead = next((i for i, ln in enumerate(lines) if ln.strip() and not _indent(ln)), 0)
+        out.extend([""] * lead + lines[lead:])
+    return out
 
 
 def _comment_text(line: str, style: str) -> str | None:
@@ -384,13 +417,14 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     blocks, reads C's comment markers and no docstring); its comments' and (in Python, or
     unknown) its docstring's lines are not code: their sentences are quoted as prose."""
     out: list[tuple[int, str]] = []
-    span = _docstring_span(body) if lang in ("python", None) else None
+    spans = _docstring_spans(body) if lang in ("python", None) else []
     comments = _comments(body, comment_style(lang))
     answer_more, trivial_more = _ANSWER_MORE.get(lang or ""), _TRIVIAL_MORE.get(lang or "")
     at = 0
     for i, ln in enumerate(body.splitlines(keepends=True)):
         at, start = at + len(ln), at
-        if i < skip or (span and span[0] <= start < span[1]) or comments[i] is not None:
+        docstring = any(a <= start < b for a, b, _ in spans)
+        if i < skip or docstring or comments[i] is not None:
             continue
         t = ln.strip()
         if len(t) < 4 or _TRIVIAL_LINE.match(t) or t.startswith(("#", "//", "*", "/*", '"""')):
