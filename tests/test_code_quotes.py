@@ -113,6 +113,52 @@ def test_every_docstring_of_a_method_group_is_prose_not_code() -> None:
     assert "`{rows}\"\"\"`" in lines
 
 
+def test_later_docstrings_are_told_from_strings_comments_and_code() -> None:
+    # Triple quotes in a comment or a one-line string pair with nothing; a string that is an
+    # argument is code, one the chunk's end cut is prose; the opening line of a ''' or r"""
+    # docstring is not a code line.
+    py = (
+        "class Table:\n"
+        '    """Rows of a table."""\n\n'
+        "    def a(self, text):\n"
+        '        # strip the closing """ of the docstring\n'
+        "        return text.strip()\n\n"
+        "    def b(self, rows, table):\n"
+        '        """Look up the rows\n'
+        "        of a table.\n"
+        '        """\n'
+        "        if not rows:\n"
+        "            raise KeyError('no rows in table')\n"
+        "        return rows.lookup(table)\n\n"
+        "    def c(self):\n"
+        "        sql = textwrap.dedent(\n"
+        '            """\n'
+        "            SELECT name FROM rows_table\n"
+        '            """\n'
+        "        )\n"
+        '        shown = render("""rows of the table""")\n'
+        "        mark = '\"\"\"'\n"
+        "        return sql, shown, mark\n\n"
+        "    def d(self):\n"
+        "        '''Count the rows of a table.'''\n\n"
+        "    def e(self):\n"
+        '        r"""Drop the rows of a table, and\n'
+        "        the table"
+    )
+    quotes = code_quotes(py, None, "python")
+    lines = code_lines(py, {"rows", "table", "name"}, lang="python")
+    assert "Look up the rows of a table." in quotes
+    assert "Count the rows of a table." in quotes
+    assert "Drop the rows of a table, and the table" in quotes  # cut by the chunk's end
+    assert "`raise KeyError('no rows in table')`" in lines
+    assert "`return rows.lookup(table)`" in lines
+    assert "`SELECT name FROM rows_table`" in lines  # an argument's text is code
+    assert '`shown = render("""rows of the table""")`' in lines
+    assert not any("raise" in q or "SELECT" in q for q in quotes)
+    assert not any("Look up" in q or "of a table." in q or "Count the" in q or "Drop the" in q
+                   for q in lines)  # fmt: skip
+
+
 def test_triple_quotes_are_a_docstring_only_in_python() -> None:
     go = (
         "// lexMultilineString consumes the inner contents of a string.\n"

@@ -244,6 +244,34 @@ async def test_chunks_and_lookups(built: tuple[IndexStore, Any]) -> None:
 
 
 @pytest.mark.asyncio
+async def test_next_chunk_is_by_start_line_then_row(make_store: Callable[[], IndexStore]) -> None:
+    # Rows that do not follow the lines (a later row starts earlier), a tie on the start line,
+    # a chunk without lines, and the same path in another repository.
+    def piece(key: str, start: int | None, repo: str = "") -> Chunk:
+        return chunk("code", key, f"{key}\nx = 1", path="a.py", start_line=start,
+                     end_line=None if start is None else start + 1, repo=repo)  # fmt: skip
+
+    rows = [piece("r0", 30), piece("r1", 10), piece("r2", 10), piece("r3", None),
+            piece("r4", 5, "other")]  # fmt: skip
+    store = make_store()
+    async with store.writer("w") as w:
+        await w.add_chunks("code", rows, np.stack([unit(i) for i in range(len(rows))]))
+        await w.set_meta("stamp", {"schema": store.schema, "embedder": "test", "dim": DIM})
+        await w.commit()
+    r = await store.open_live("w")
+    assert r is not None
+    try:
+        got = {a: await r.next_chunk("code", "a.py", "", a, 100) for a in (0, 10, 30)}
+        assert [(g[0], g[1].title) if g else None for g in got.values()] == [
+            (1, "r1"), (0, "r0"), None]  # fmt: skip
+        other = await r.next_chunk("code", "a.py", "other", 0, 100)
+        assert other is not None and other[0] == 4
+        assert await r.next_chunk("code", "a.py", "", 0, 9) is None  # 10 > 0 + 9
+    finally:
+        await r.close()
+
+
+@pytest.mark.asyncio
 async def test_symbols_by_any_name_and_their_definition_rows(
     built: tuple[IndexStore, Any],
 ) -> None:

@@ -12,6 +12,7 @@ import html
 import inspect
 import re
 import textwrap
+from collections.abc import Iterator
 
 from markdown_it import MarkdownIt
 
@@ -212,30 +213,62 @@ def _docstring_span(body: str) -> tuple[int, int, bool] | None:
     return first.end(), end if end >= 0 else len(body), False
 
 
-# A later docstring's opening quotes begin their line (a string prefix allowed): a statement.
-_STATEMENT_QUOTES = re.compile(r"[ \t]*[rRbBuU]?$")
+# A later docstring's opening quotes begin their line (a prefix that keeps it a docstring
+# allowed: r, u), and the line before does not leave an expression open (`dedent(`, `x = (`,
+# `+ \`): there the string is an argument, an operand or a value — code.
+_STATEMENT_QUOTES = re.compile(r"[ \t]*[rRuU]?$")
+_CONTINUES = re.compile(r"[([{,=\\+\-*/%|&<>]\s*$")
+
+
+def _triple_strings(body: str, pos: int) -> Iterator[tuple[int, int, int]]:
+    """The triple-quoted strings of a Python chunk from ``pos`` (read as outside any string):
+    where its quotes begin, where its text begins, and where its text ends (its closing quotes,
+    or the chunk's end where the chunk cut it). Comments and one-line strings are stepped over,
+    so a triple quote inside one (``# strip the closing \"\"\"``, ``'\"\"\"'``) pairs with
+    nothing."""
+    n = len(body)
+    while pos < n:
+        ch = body[pos]
+        if ch == "#":
+            nl = body.find("\n", pos)
+            pos = n if nl < 0 else nl
+        elif body.startswith(('"""', "'''"), pos):
+            quotes, text = body[pos : pos + 3], pos + 3
+            close = text
+            while (close := body.find(quotes, close)) >= 0:
+                escapes = len(body[text:close]) - len(body[text:close].rstrip("\\"))
+                if escapes % 2 == 0:
+                    break
+                close += 1
+            yield pos, text, (close if close >= 0 else n)
+            if close < 0:
+                return
+            pos = close + 3
+        elif ch in "\"'":  # a one-line string: to its closing quote or the line's end
+            pos += 1
+            while pos < n and body[pos] not in (ch, "\n"):
+                pos += 2 if body[pos] == "\\" else 1
+            pos += 1
+        else:
+            pos += 1
 
 
 def _docstring_spans(body: str) -> list[tuple[int, int, bool]]:
     """Every docstring of a Python chunk: the first as :func:`_docstring_span` reads it, then
-    each later triple-quoted string that stands as a statement (its opening quotes begin their
-    line) — a method group's methods' docstrings, whose lines are prose, not code. A string
-    assigned or passed (``x = \"\"\"…``) is code and is skipped with its closing quotes."""
+    each later triple-quoted string that stands as a statement (:data:`_STATEMENT_QUOTES`,
+    :data:`_CONTINUES`) — a method group's methods' docstrings, an attribute's —, whose lines
+    are prose, not code. A string assigned, passed or continued is code."""
     first = _docstring_span(body)
     if first is None:
         return []
     spans = [first]
-    marks = [m for m in _TRIPLE.finditer(body) if m.start() >= first[1]]
-    if marks and marks[0].start() == first[1]:
-        marks = marks[1:]  # the first docstring's closing quotes
-    while marks:
-        opening = marks.pop(0)
-        close = next((i for i, m in enumerate(marks) if m.group() == opening.group()), None)
-        end = marks[close].start() if close is not None else len(body)
-        line_start = body.rfind("\n", 0, opening.start()) + 1
-        if _STATEMENT_QUOTES.match(body[line_start : opening.start()]):
-            spans.append((opening.end(), end, False))
-        marks = marks[close + 1 :] if close is not None else []
+    if first[1] >= len(body):  # the chunk ends inside the first
+        return spans
+    for quotes, text, end in _triple_strings(body, first[1] + 3):  # past its closing quotes
+        line = body.rfind("\n", 0, quotes) + 1
+        before = body[:line].rstrip().rsplit("\n", 1)[-1]
+        if _STATEMENT_QUOTES.match(body[line:quotes]) and not _CONTINUES.search(before):
+            spans.append((text, end, False))
     return spans
 
 
@@ -423,7 +456,7 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     at = 0
     for i, ln in enumerate(body.splitlines(keepends=True)):
         at, start = at + len(ln), at
-        docstring = any(a <= start < b for a, b, _ in spans)
+        docstring = any(start < b and at > a for a, b, _ in spans)  # the line meets one
         if i < skip or docstring or comments[i] is not None:
             continue
         t = ln.strip()

@@ -34,8 +34,8 @@ async def follow_thin(
     lines than this is thin; 0: off) — and, with ``first_on``, the first source's own chunk
     whatever its length —, and for each source that got some (by its index) the rows
     of the chunks it got, for the route to say why they are shown. Each follower is one
-    indexed lookup of that chunk alone (:meth:`BuildReader.next_chunk`), not a read of its
-    file: a long README's hundreds of chunks are not loaded to find one."""
+    lookup on the path index that returns that chunk alone (:meth:`BuildReader.next_chunk`):
+    a long README's hundreds of chunks are not loaded to find one."""
     added: dict[int, list[int]] = {}
     if thin <= 0:
         return sources, added

@@ -148,8 +148,8 @@ class BuildReader(Protocol):
     ) -> tuple[int, Chunk] | None:
         """The chunk of the file at exactly ``path`` of repository ``repo`` that starts first
         after line ``after``, at most ``within`` lines after it (a tie: the lower row) — its row
-        and itself —, or None. One indexed lookup that reads that chunk alone, however long the
-        file (``retrieve/thin.py`` asks it for every thin piece shown)."""
+        and itself —, or None. One lookup on the path index that returns that chunk alone, not
+        the file's others (``retrieve/thin.py`` asks it for every thin piece shown)."""
         ...
 
     async def symbols(self, name: str) -> list[Symbol]:
