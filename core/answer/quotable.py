@@ -13,6 +13,7 @@ import inspect
 import re
 import textwrap
 from collections.abc import Iterator
+from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
@@ -220,6 +221,12 @@ _STATEMENT_QUOTES = re.compile(r"[ \t]*[rRuU]?$")
 _CONTINUES = re.compile(r"[([{,=\\+\-*/%|&<>]\s*$")
 
 
+# What the scan of :func:`_triple_strings` stops at: a comment, a triple quote, a one-line
+# string's quote.
+_SCAN = re.compile(r"#|\"\"\"|'''|[\"']")
+_ONE_LINE_REST = {q: re.compile(rf"(?:[^{q}\\\n]|\\.)*") for q in "\"'"}
+
+
 def _triple_strings(body: str, pos: int) -> Iterator[tuple[int, int, int]]:
     """The triple-quoted strings of a Python chunk from ``pos`` (read as outside any string):
     where its quotes begin, where its text begins, and where its text ends (its closing quotes,
@@ -227,49 +234,45 @@ def _triple_strings(body: str, pos: int) -> Iterator[tuple[int, int, int]]:
     so a triple quote inside one (``# strip the closing \"\"\"``, ``'\"\"\"'``) pairs with
     nothing."""
     n = len(body)
-    while pos < n:
-        ch = body[pos]
-        if ch == "#":
-            nl = body.find("\n", pos)
+    while (m := _SCAN.search(body, pos)) is not None:
+        tok = m.group()
+        if tok == "#":
+            nl = body.find("\n", m.end())
             pos = n if nl < 0 else nl
-        elif body.startswith(('"""', "'''"), pos):
-            quotes, text = body[pos : pos + 3], pos + 3
-            close = text
-            while (close := body.find(quotes, close)) >= 0:
+        elif len(tok) == 3:
+            text = close = m.end()
+            while (close := body.find(tok, close)) >= 0:
                 escapes = len(body[text:close]) - len(body[text:close].rstrip("\\"))
                 if escapes % 2 == 0:
                     break
                 close += 1
-            yield pos, text, (close if close >= 0 else n)
+            yield m.start(), text, (close if close >= 0 else n)
             if close < 0:
                 return
             pos = close + 3
-        elif ch in "\"'":  # a one-line string: to its closing quote or the line's end
-            pos += 1
-            while pos < n and body[pos] not in (ch, "\n"):
-                pos += 2 if body[pos] == "\\" else 1
-            pos += 1
-        else:
-            pos += 1
+        else:  # a one-line string: to its closing quote or the line's end
+            rest = _ONE_LINE_REST[tok].match(body, m.end())
+            pos = (rest.end() if rest else m.end()) + 1
 
 
-def _docstring_spans(body: str) -> list[tuple[int, int, bool]]:
+@lru_cache(maxsize=256)
+def _docstring_spans(body: str) -> tuple[tuple[int, int, bool], ...]:
     """Every docstring of a Python chunk: the first as :func:`_docstring_span` reads it, then
     each later triple-quoted string that stands as a statement (:data:`_STATEMENT_QUOTES`,
     :data:`_CONTINUES`) — a method group's methods' docstrings, an attribute's —, whose lines
     are prose, not code. A string assigned, passed or continued is code."""
     first = _docstring_span(body)
     if first is None:
-        return []
+        return ()
     spans = [first]
     if first[1] >= len(body):  # the chunk ends inside the first
-        return spans
+        return tuple(spans)
     for quotes, text, end in _triple_strings(body, first[1] + 3):  # past its closing quotes
         line = body.rfind("\n", 0, quotes) + 1
         before = body[:line].rstrip().rsplit("\n", 1)[-1]
         if _STATEMENT_QUOTES.match(body[line:quotes]) and not _CONTINUES.search(before):
             spans.append((text, end, False))
-    return spans
+    return tuple(spans)
 
 
 def _docstring(body: str) -> list[str] | None:
@@ -450,7 +453,7 @@ def code_lines(body: str, qterms: set[str], skip: int = 1, lang: str | None = "t
     blocks, reads C's comment markers and no docstring); its comments' and (in Python, or
     unknown) its docstring's lines are not code: their sentences are quoted as prose."""
     out: list[tuple[int, str]] = []
-    spans = _docstring_spans(body) if lang in ("python", None) else []
+    spans = _docstring_spans(body) if lang in ("python", None) else ()
     comments = _comments(body, comment_style(lang))
     answer_more, trivial_more = _ANSWER_MORE.get(lang or ""), _TRIVIAL_MORE.get(lang or "")
     at = 0
