@@ -80,7 +80,7 @@ def kind_of(q: EvalQuestion) -> int:
 
 # Settings a held-out run writes into a set's instance (eval_devsets.py --loso) that the pools
 # do not depend on: the pools are retrieved with the bundled kinds and ranked by nobody yet.
-_POOL_NEUTRAL = frozenset({"ranker_file", "kinds_file"})
+_POOL_NEUTRAL = frozenset({"ranker_file", "kinds_file", "reader"})
 
 
 def checked_retrieval(app: RepoExpert, inst: str) -> RetrievalConfig:

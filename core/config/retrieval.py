@@ -95,6 +95,14 @@ class RetrievalConfig(StrictModel):
         description="A ranker fitted elsewhere (benchmarks/train_ranker.py --out FILE) instead of "
         "the bundled core/retrieve/ranker.json.",
     )
+    reader: bool = Field(
+        default=False,
+        description="Re-read the learned ranker's top 12 candidates with the tuned reader "
+        "(multilingual-e5-small fine-tuned on the dev sets' tuning halves, core/embed/"
+        "reader-e5.npz) and rank again with its score as four more features "
+        "(core/retrieve/ranker-reader.json). Costs a forward pass over 12 passages per question "
+        "(about a second on two cores); off by default until it is measured to pay for it.",
+    )
     kinds_file: Path | None = Field(
         default=None,
         description="A question-kind classifier fitted elsewhere (train_ranker.py --kinds-out "

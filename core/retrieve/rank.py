@@ -72,6 +72,10 @@ BASE = [
 CROSS = [f"{c}_{s}" for c in COLLECTIONS for s in ("bias", *KINDS, "ident", "issue_ref",
                                                     "error", "non_en", "cos", "lex")]  # fmt: skip
 FEATURES: tuple[str, ...] = (*BASE, *CROSS)
+# The reader's ranker (``reread.py``): the same features and four from the tuned reader.
+READER = ("reader", "reader_top", "reader_code", "reader_bug")
+READER_FEATURES: tuple[str, ...] = (*FEATURES, *READER)
+READER_MODEL = Path(__file__).with_name("ranker-reader.json")
 
 
 @dataclass
@@ -266,20 +270,21 @@ class Ranker:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Ranker:
+    def from_json(cls, data: dict[str, Any], expect: tuple[str, ...] = FEATURES) -> Ranker:
         names = tuple(data["features"])
-        if names != FEATURES:  # a model of other features: refuse it, don't misread it
-            raise ValueError("ranker.json was fitted on other features; refit it")
+        if names != expect:  # a model of other features: refuse it, don't misread it
+            raise ValueError("the ranker was fitted on other features; refit it")
         return cls(names, np.array(data["mean"], np.float32), np.array(data["scale"], np.float32),
                    np.array(data["weights"], np.float32), dict(data.get("info") or {}))  # fmt: skip
 
 
 @cache
-def load(path: Path = MODEL) -> Ranker | None:
-    """The shipped model (None when there is none: the hybrid score ranks)."""
+def load(path: Path = MODEL, expect: tuple[str, ...] = FEATURES) -> Ranker | None:
+    """The shipped model (None when there is none: the hybrid score ranks); ``expect``: the
+    features it must have been fitted on (:data:`READER_FEATURES` for the reader's)."""
     if not path.exists():
         return None
-    return Ranker.from_json(json.loads(path.read_text(encoding="utf-8")))
+    return Ranker.from_json(json.loads(path.read_text(encoding="utf-8")), expect)
 
 
 # What :func:`fit` maximises, as ``ranker.json``'s info records it (``train_ranker.py

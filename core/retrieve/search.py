@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from core.embed import EmbedService
 from core.lexical import query_terms, terms
 from core.models import COLLECTIONS, Chunk, Collection, Passage, Retrieval, Source
@@ -23,6 +25,7 @@ from core.retrieve.kinds import KINDS, KindModel, kind_vector
 from core.retrieve.language import detect_language
 from core.retrieve.options import Options
 from core.retrieve.rank import SPAN, Context, Ranker, coverage, load, matrix
+from core.retrieve.reread import reread
 from core.retrieve.thin import follow_thin
 from core.retrieve.translate import Translator
 from core.store.base import BuildReader
@@ -131,21 +134,29 @@ async def candidates(
     return Pool(found, route, context, opt.weights_for(route.weights), translation)
 
 
-def rerank(pool: Pool, ranker: Ranker, test_penalty: float) -> None:
+def rerank(
+    pool: Pool, ranker: Ranker, test_penalty: float, extra: np.ndarray | None = None,
+    why: bool = True,
+) -> None:  # fmt: skip
     """Replace each candidate's hybrid score by the ranker's (and keep why, for ``route``).
 
     ``test_penalty`` (cosine units, ``retrieval.test_penalty``) still moves test code down
     unless the question is about tests: the dev sets the ranker learned from index no tests, so
     it cannot have learned that; the penalty is turned into score units by the ranker's own
-    slope for cosine (what raising a candidate's cosine by that much would add)."""
+    slope for cosine (what raising a candidate's cosine by that much would add). ``extra``:
+    more feature columns, one row per candidate of ``pool.all()`` (the reader's, ``reread.py``).
+    """
     cands = pool.all()
     if not cands or pool.context is None:
         return
     x = matrix(cands, pool.context)
+    if extra is not None:
+        x = np.hstack([x, extra])
     penalty = test_penalty * ranker.slope(("cos", "cos_gap", "cos_gap_coll"))
     for c, s, row in zip(cands, ranker.score(x), x, strict=True):
         c.score, c.bonus = float(s) - (penalty if c.test else 0.0), 0.0
-        c.why = [*c.why, *(f"{k} {v:+.2f}" for k, v in ranker.contributions(row, 4).items())]
+        if why:
+            c.why = [*c.why, *(f"{k} {v:+.2f}" for k, v in ranker.contributions(row, 4).items())]
     for hs in pool.found.hits.values():
         hs.sort(key=lambda h: -h.score)
 
@@ -168,8 +179,14 @@ async def retrieve(
     ranker = None
     if opt.mode == "full" and opt.config.ranker == "learned":
         ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
+    read = None
     if ranker is not None:
-        rerank(pool, ranker, opt.config.test_penalty)
+        rerank(pool, ranker, opt.config.test_penalty, why=not opt.config.reader)
+        if opt.config.reader and pool.context is not None:
+            read = await reread(pool.all(), pool.context, question, embedder, timings)
+        if read is not None:  # the reader's ranker orders them again, with its four features
+            ranker = read[0]
+            rerank(pool, ranker, opt.config.test_penalty, read[1])
     if opt.aliases:
         tilt(pool, opt, ranker)
     if opt.mode == "full":
@@ -183,8 +200,11 @@ async def retrieve(
         slots = {}
         for h in chosen:
             slots[h.collection] = slots.get(h.collection, 0) + 1
-    elif opt.mode == "full" and route.hop and route.issues and (
-        hop := await _issue_hop(reader, embedder, route, opt, timings)
+    elif (
+        opt.mode == "full"
+        and route.hop
+        and route.issues
+        and (hop := await _issue_hop(reader, embedder, route, opt, timings))
     ):
         chosen, slots = hop
         localize = True  # the code after the issue: the files most likely to hold its bug
@@ -204,8 +224,9 @@ async def retrieve(
     sources = await to_sources(reader, chosen)
     follows: dict[int, list[int]] = {}
     if opt.mode == "full":
-        sources, follows = await follow_thin(reader, sources, opt.config.thin_lines,
-                                             opt.config.read_on_first)
+        sources, follows = await follow_thin(
+            reader, sources, opt.config.thin_lines, opt.config.read_on_first
+        )
     timings["fetch"] = (time.perf_counter() - t) * 1000
     rj = route.to_json()
     rj["weights"] = weights
@@ -220,7 +241,7 @@ async def retrieve(
         rj["filter"] = {"name": opt.repo, "repos": list(opt.keep)}
     if localize:  # answered as a bug report: the sources are the files most likely to hold it
         rj["localize"] = True
-    rj["ranker"] = "learned" if ranker is not None else "hybrid"
+    rj["ranker"] = "hybrid" if ranker is None else "learned+reader" if read else "learned"
     rj["sources"] = [
         {"collection": h.collection, "row": h.row, "why": h.why,
          **({"passages": [p.row for p in h.passages]} if h.passages else {}),
@@ -280,7 +301,7 @@ def named_issues_first(pool: Pool) -> None:
 
 
 def call_sites_kept(pool: Pool) -> None:
-    """"Who calls `parse_config`?" is answered by the places that call it (the code graph's
+    """ "Who calls `parse_config`?" is answered by the places that call it (the code graph's
     call sites, found exactly): they rank with the best candidate whatever the ranker made of
     their text — a caller's few lines share little with the question beyond the name."""
     why = pool.found.exact.get("code", [])

@@ -32,7 +32,10 @@ from ._tokenizer import Tokenizer
 if TYPE_CHECKING:
     from ._onnx import OnnxEncoder
 
-__all__ = ["FastE5", "ModelFormatError", "available", "default_model_path", "int8_available"]
+__all__ = [
+    "FastE5", "ModelFormatError", "available", "default_model_path", "int8_available",
+    "spare_threads",
+]  # fmt: skip
 
 _MODEL_FILE = "e5-small-q4.bin"
 QUERY_PREFIX = "query: "
@@ -216,21 +219,7 @@ class FastE5:
         return out
 
     def _spare_threads(self) -> int:
-        """BLAS threads for a lone batch. OpenBLAS threads spin-wait for each other, so on
-        a busy machine a 2-thread query can take several times longer than a 1-thread
-        one: use more than one thread only for cores no other task is running on now
-        (runnable tasks in /proc/loadavg; else the 1-minute load average)."""
-        if self.num_threads == 1:
-            return 1
-        try:
-            with open("/proc/loadavg", encoding="ascii") as fh:
-                others = float(int(fh.read().split()[3].split("/")[0]) - 1)
-        except (OSError, IndexError, ValueError):
-            try:
-                others = os.getloadavg()[0]
-            except OSError:  # pragma: no cover - not available
-                return 1
-        return max(1, min(self.num_threads, int(self._cpus - others + 0.5)))
+        return spare_threads(self.num_threads)
 
     def embed(self, text: str, as_query: bool = False) -> np.ndarray:
         """One L2-normalised vector ``(dim,)``."""
@@ -242,6 +231,24 @@ class FastE5:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+
+def spare_threads(limit: int) -> int:
+    """BLAS threads for a lone batch, at most ``limit``. OpenBLAS threads spin-wait for each
+    other, so on a busy machine a 2-thread query can take several times longer than a 1-thread
+    one: use more than one thread only for cores no other task is running on now (runnable
+    tasks in /proc/loadavg; else the 1-minute load average)."""
+    if limit <= 1:
+        return 1
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            others = float(int(fh.read().split()[3].split("/")[0]) - 1)
+    except (OSError, IndexError, ValueError):
+        try:
+            others = os.getloadavg()[0]
+        except OSError:  # pragma: no cover - not available
+            return 1
+    return max(1, min(limit, int(_usable_cpus() - others + 0.5)))
 
 
 def _usable_cpus() -> int:

@@ -1,0 +1,81 @@
+"""What the reader stage (``retrieval.reader``) costs a question, against retrieval without it.
+
+    python benchmarks/bench_reader.py --instances DIR --data DIR --instance NAME \
+        --questions FILE.yaml [--limit 60]
+
+Asks every question of the file (an eval question file, e.g. a dev set's ``questions.yaml``) of a
+real, already indexed instance three times: reader off; reader on with no passage remembered
+(every question's top 12 read: the cold cost); reader on with the memo of passage vectors
+emptied once before the questions (what it saves when one instance's questions come back to the
+same chunks, asked in the file's order). Prints the median and p95 of the retrieval
+time and of the reader's own share, and the ratios against "off", run in the same process.
+Run it on an otherwise idle machine: the reader's forward pass takes whatever cores are free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from core.config import Settings
+from core.eval.metrics import load_questions
+from core.retrieve import reread
+from core.service import RepoExpert
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def run(args: argparse.Namespace) -> int:
+    app = RepoExpert(Settings(Path(args.instances), Path(args.data)))
+    qs = [q.question for q in load_questions(Path(args.questions))][: args.limit]
+    inst = app.instance(args.instance)
+    rows: dict[str, tuple[list[float], list[float]]] = {}
+    try:
+        await app.retrieve(args.instance, qs[0])  # load the index and the embedder
+        for label, on, clear in (("off", False, False), ("on, every passage read", True, True),
+                                 ("on, memo over the questions", True, False)):  # fmt: skip
+            inst.retrieval.reader = on
+            total, reader = [], []
+            reread._MEMO.vectors.clear()
+            for q in qs:
+                if clear:
+                    reread._MEMO.vectors.clear()
+                t = time.perf_counter()
+                r = await app.retrieve(args.instance, q)
+                total.append((time.perf_counter() - t) * 1000)
+                reader.append(r.timings_ms.get("reader", 0.0))
+            rows[label] = (total, reader)
+    finally:
+        await app.close()
+    base = statistics.median(rows["off"][0])
+    print(f"{args.instance}: {len(qs)} questions, retrieval time per question (ms)")
+    print("| reader | median | p95 | reader median | reader p95 | median / off |")
+    print("|---|---|---|---|---|---|")
+    for label, (total, reader) in rows.items():
+        med = statistics.median(total)
+        print(f"| {label} | {med:.0f} | {pct(total, 0.95):.0f} | {statistics.median(reader):.0f} | "
+              f"{pct(reader, 0.95):.0f} | {med / base:.2f} |")  # fmt: skip
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--instances", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--instance", required=True)
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--limit", type=int, default=60)
+    return asyncio.run(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

