@@ -40,7 +40,8 @@ async def run(args: argparse.Namespace) -> int:
     inst = app.instance(args.instance)
     rows: dict[str, tuple[list[float], list[float]]] = {}
     try:
-        await app.retrieve(args.instance, qs[0])  # load the index and the embedder
+        inst.retrieval.reader = True  # load the index, the embedder and the reader
+        await app.retrieve(args.instance, qs[0])
         for label, on, clear in (("off", False, False), ("on, every passage read", True, True),
                                  ("on, memo over the questions", True, False)):  # fmt: skip
             inst.retrieval.reader = on

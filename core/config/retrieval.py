@@ -202,6 +202,18 @@ class RetrievalConfig(StrictModel):
         "space (core/retrieve/align.py, core/retrieve/parallel.yaml); null: searched as asked.",
     )
 
+    @field_validator("reader")
+    @classmethod
+    def _reader_ok(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("ranker") == "hybrid":
+            raise ValueError("needs ranker: learned (the reader re-reads the learned ranker's "
+                             "top 12)")  # fmt: skip
+        if v and info.data.get("ranker_file") is not None:
+            raise ValueError("cannot be combined with ranker_file: the reader's ranker "
+                             "(core/retrieve/ranker-reader.json) was fitted beside the bundled "
+                             "ranker, not that one")  # fmt: skip
+        return v
+
     @field_validator("passages_first")
     @classmethod
     def _passages_first_ok(cls, v: int | None, info: ValidationInfo) -> int | None:

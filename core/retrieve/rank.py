@@ -284,7 +284,14 @@ def load(path: Path = MODEL, expect: tuple[str, ...] = FEATURES) -> Ranker | Non
     features it must have been fitted on (:data:`READER_FEATURES` for the reader's)."""
     if not path.exists():
         return None
-    return Ranker.from_json(json.loads(path.read_text(encoding="utf-8")), expect)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return Ranker.from_json(data, expect)
+    except ValueError as e:  # which file, and what it should have been fitted on
+        got = data.get("features", [])
+        raise ValueError(f"{path}: {e} ({len(got)} features, this code ranks with "
+                         f"{len(expect)}; benchmarks/train_ranker.py or, for the reader's, "
+                         "train_reader.py ranker)") from e  # fmt: skip
 
 
 # What :func:`fit` maximises, as ``ranker.json``'s info records it (``train_ranker.py

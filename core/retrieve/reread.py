@@ -18,6 +18,7 @@ chunks.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -50,26 +51,32 @@ def columns(n: int, top: Sequence[int], scores: np.ndarray, kinds: dict[str, flo
 
 
 class _Memo:
-    """Passage vectors by text digest (most recent kept)."""
+    """Passage vectors by (reader, text digest), the most recent kept. Two embedding services'
+    workers (instances on different embedders) may read at once: the dictionary is locked, the
+    forward pass is not."""
 
     def __init__(self, size: int = REMEMBERED) -> None:
         self.size = size
-        self.vectors: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self.vectors: OrderedDict[tuple[int, bytes], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
 
     def scores(self, reader: Reader, question: str, texts: Sequence[str]) -> np.ndarray:
-        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
-        todo = sorted({k: t for k, t in zip(keys, texts, strict=True)
-                       if k not in self.vectors}.items())  # fmt: skip
+        keys = [(id(reader), hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest())
+                for t in texts]  # fmt: skip
+        with self._lock:
+            known = {k: self.vectors[k] for k in keys if k in self.vectors}
+        todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
         seqs = [reader.ids(question, True, QUESTION_TOKENS)]
         seqs += [reader.ids(t, False, PASSAGE_TOKENS) for _, t in todo]
         v = reader.vectors(seqs, threads=reader.threads)
-        for (k, _), vec in zip(todo, v[1:], strict=True):
-            self.vectors[k] = vec
-        for k in keys:
-            self.vectors.move_to_end(k)
-        while len(self.vectors) > self.size:
-            self.vectors.popitem(last=False)
-        return np.array([float(self.vectors[k] @ v[0]) for k in keys], np.float32)
+        known |= {k: vec for (k, _), vec in zip(todo, v[1:], strict=True)}
+        with self._lock:
+            for k in keys:
+                self.vectors[k] = known[k]
+                self.vectors.move_to_end(k)
+            while len(self.vectors) > self.size:
+                self.vectors.popitem(last=False)
+        return np.array([float(known[k] @ v[0]) for k in keys], np.float32)
 
 
 _MEMO = _Memo()
@@ -94,10 +101,11 @@ async def reader_columns(
     cands: Sequence[Candidate], context: Context, question: str, embedder: EmbedService
 ) -> np.ndarray:
     """The reader features of ``cands`` (scored by the first ranker already): the top
-    :data:`TOP` by score are read again. Candidates without text are not read."""
+    :data:`TOP` by score are read again (a candidate whose chunk was not fetched, as an empty
+    passage: the rule the reader's ranker was fitted with, ``benchmarks/train_reader.py``)."""
     order = sorted(range(len(cands)), key=lambda i: -cands[i].score)
-    top = [i for i in order[:TOP] if cands[i].chunk is not None]
-    texts = [c.chunk.text for i in top if (c := cands[i]).chunk is not None]
+    top = order[:TOP]
+    texts = [c.chunk.text if (c := cands[i]).chunk is not None else "" for i in top]
 
     def read(_: object) -> np.ndarray:
         return _MEMO.scores(shared(), question, texts)

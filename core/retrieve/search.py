@@ -135,9 +135,8 @@ async def candidates(
 
 
 def rerank(
-    pool: Pool, ranker: Ranker, test_penalty: float, extra: np.ndarray | None = None,
-    why: bool = True,
-) -> None:  # fmt: skip
+    pool: Pool, ranker: Ranker, test_penalty: float, extra: np.ndarray | None = None
+) -> None:
     """Replace each candidate's hybrid score by the ranker's (and keep why, for ``route``).
 
     ``test_penalty`` (cosine units, ``retrieval.test_penalty``) still moves test code down
@@ -155,8 +154,7 @@ def rerank(
     penalty = test_penalty * ranker.slope(("cos", "cos_gap", "cos_gap_coll"))
     for c, s, row in zip(cands, ranker.score(x), x, strict=True):
         c.score, c.bonus = float(s) - (penalty if c.test else 0.0), 0.0
-        if why:
-            c.why = [*c.why, *(f"{k} {v:+.2f}" for k, v in ranker.contributions(row, 4).items())]
+        c.why = [*c.why, *(f"{k} {v:+.2f}" for k, v in ranker.contributions(row, 4).items())]
     for hs in pool.found.hits.values():
         hs.sort(key=lambda h: -h.score)
 
@@ -181,11 +179,14 @@ async def retrieve(
         ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
     read = None
     if ranker is not None:
-        rerank(pool, ranker, opt.config.test_penalty, why=not opt.config.reader)
+        whys = {id(c): c.why for c in pool.all()}  # before the first ranker's contributions
+        rerank(pool, ranker, opt.config.test_penalty)
         if opt.config.reader and pool.context is not None:
             read = await reread(pool.all(), pool.context, question, embedder, timings)
         if read is not None:  # the reader's ranker orders them again, with its four features
             ranker = read[0]
+            for c in pool.all():
+                c.why = whys[id(c)]
             rerank(pool, ranker, opt.config.test_penalty, read[1])
     if opt.aliases:
         tilt(pool, opt, ranker)
