@@ -7,8 +7,10 @@ Asks every question of the file (an eval question file, e.g. a dev set's ``quest
 real, already indexed instance three times: reader off; reader on with no passage remembered
 (every question's top 12 read: the cold cost); reader on with the memo of passage vectors
 emptied once before the questions (what it saves when one instance's questions come back to the
-same chunks, asked in the file's order). Prints the median and p95 of the retrieval
-time and of the reader's own share, and the ratios against "off", run in the same process.
+same chunks, asked in the file's order). Also the first source's score, which a support
+channel's ``min_score`` is measured against: the reader's ranker scores on its own scale.
+Prints the median and p95 of the retrieval time and of the reader's own share, and the ratios
+against "off", run in the same process.
 Run it on an otherwise idle machine: the reader's forward pass takes whatever cores are free.
 """
 
@@ -38,14 +40,14 @@ async def run(args: argparse.Namespace) -> int:
     app = RepoExpert(Settings(Path(args.instances), Path(args.data)))
     qs = [q.question for q in load_questions(Path(args.questions))][: args.limit]
     inst = app.instance(args.instance)
-    rows: dict[str, tuple[list[float], list[float]]] = {}
+    rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
     try:
         inst.retrieval.reader = True  # load the index, the embedder and the reader
         await app.retrieve(args.instance, qs[0])
         for label, on, clear in (("off", False, False), ("on, every passage read", True, True),
                                  ("on, memo over the questions", True, False)):  # fmt: skip
             inst.retrieval.reader = on
-            total, reader = [], []
+            total, reader, top = [], [], []
             reread._MEMO.vectors.clear()
             for q in qs:
                 if clear:
@@ -54,17 +56,21 @@ async def run(args: argparse.Namespace) -> int:
                 r = await app.retrieve(args.instance, q)
                 total.append((time.perf_counter() - t) * 1000)
                 reader.append(r.timings_ms.get("reader", 0.0))
-            rows[label] = (total, reader)
+                top.extend(r.sources[0].score for _ in r.sources[:1])
+            rows[label] = (total, reader, top)
     finally:
         await app.close()
     base = statistics.median(rows["off"][0])
     print(f"{args.instance}: {len(qs)} questions, retrieval time per question (ms)")
-    print("| reader | median | p95 | reader median | reader p95 | median / off |")
-    print("|---|---|---|---|---|---|")
-    for label, (total, reader) in rows.items():
+    print("| reader | median | p95 | reader median | reader p95 | median / off | first source's "
+          "score: median, p10 |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for label, (total, reader, top) in rows.items():
         med = statistics.median(total)
         print(f"| {label} | {med:.0f} | {pct(total, 0.95):.0f} | {statistics.median(reader):.0f} | "
-              f"{pct(reader, 0.95):.0f} | {med / base:.2f} |")  # fmt: skip
+              f"{pct(reader, 0.95):.0f} | {med / base:.2f} | {statistics.median(top):.2f}, "
+              f"{pct(top, 0.10):.2f} |")  # fmt: skip
+    print("(the first source's score is what a support channel's min_score is compared with)")
     return 0
 
 

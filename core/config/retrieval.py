@@ -100,8 +100,10 @@ class RetrievalConfig(StrictModel):
         description="Re-read the learned ranker's top 12 candidates with the tuned reader "
         "(multilingual-e5-small fine-tuned on the dev sets' tuning halves, core/embed/"
         "reader-e5.npz) and rank again with its score as four more features "
-        "(core/retrieve/ranker-reader.json). Costs a forward pass over 12 passages per question "
-        "(about a second on two cores); off by default until it is measured to pay for it.",
+        "(core/retrieve/ranker-reader.json). Reporting halves: cited MRR +0.009 ± 0.005, hit "
+        "+0.010; six unseen repositories +0.007 ± 0.007. Costs a forward pass over 12 passages "
+        "per question (about 1.2 s on two cores; benchmarks/bench_reader.py), so it is off by "
+        "default (2026-12-07, benchmarks/results/devsets/variants/prompts-2026-12-07c).",
     )
     kinds_file: Path | None = Field(
         default=None,
