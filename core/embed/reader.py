@@ -157,8 +157,8 @@ def patched(f: E5File, d: dict[str, np.ndarray], where: Path) -> E5File:
 class Reader:
     """The tuned model on one of our engines. ``fp32`` (numpy, the default) reproduces the trained
     model (score correlation 1.0000 with torch's on twenty questions); ``int8`` (onnxruntime, its
-    graph cached under the weight file's digest) is ~2.5x faster but only 0.99 correlated, and
-    reorders close candidates (the same order on 2 of 20 questions), so nothing uses it yet.
+    graph cached under the weight file's digest) is ~2.4x faster but only 0.994 correlated, and
+    reorders close candidates (the same order on 1 of 20 questions), so nothing uses it yet.
     ``scores(question, texts)``: cosines."""
 
     def __init__(self, weights: Path = WEIGHTS, model_path: str | None = None,
