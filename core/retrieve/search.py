@@ -179,13 +179,13 @@ async def retrieve(
         ranker = load(opt.config.ranker_file) if opt.config.ranker_file else load()
     read = None
     if ranker is not None:
-        whys = {id(c): c.why for c in pool.all()}  # before the first ranker's contributions
+        whys = {id(c): c.why for c in pool.all()} if opt.config.reader else {}
         rerank(pool, ranker, opt.config.test_penalty)
         if opt.config.reader and pool.context is not None:
             read = await reread(pool.all(), pool.context, question, embedder, timings)
         if read is not None:  # the reader's ranker orders them again, with its four features
             ranker = read[0]
-            for c in pool.all():
+            for c in pool.all():  # its contributions replace the first ranker's
                 c.why = whys[id(c)]
             rerank(pool, ranker, opt.config.test_penalty, read[1])
     if opt.aliases:
@@ -201,11 +201,8 @@ async def retrieve(
         slots = {}
         for h in chosen:
             slots[h.collection] = slots.get(h.collection, 0) + 1
-    elif (
-        opt.mode == "full"
-        and route.hop
-        and route.issues
-        and (hop := await _issue_hop(reader, embedder, route, opt, timings))
+    elif opt.mode == "full" and route.hop and route.issues and (
+        hop := await _issue_hop(reader, embedder, route, opt, timings)
     ):
         chosen, slots = hop
         localize = True  # the code after the issue: the files most likely to hold its bug
@@ -225,9 +222,8 @@ async def retrieve(
     sources = await to_sources(reader, chosen)
     follows: dict[int, list[int]] = {}
     if opt.mode == "full":
-        sources, follows = await follow_thin(
-            reader, sources, opt.config.thin_lines, opt.config.read_on_first
-        )
+        sources, follows = await follow_thin(reader, sources, opt.config.thin_lines,
+                                             opt.config.read_on_first)
     timings["fetch"] = (time.perf_counter() - t) * 1000
     rj = route.to_json()
     rj["weights"] = weights
@@ -302,7 +298,7 @@ def named_issues_first(pool: Pool) -> None:
 
 
 def call_sites_kept(pool: Pool) -> None:
-    """ "Who calls `parse_config`?" is answered by the places that call it (the code graph's
+    """"Who calls `parse_config`?" is answered by the places that call it (the code graph's
     call sites, found exactly): they rank with the best candidate whatever the ranker made of
     their text — a caller's few lines share little with the question beyond the name."""
     why = pool.found.exact.get("code", [])
