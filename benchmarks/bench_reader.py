@@ -1,23 +1,27 @@
-"""What the reader stage (``retrieval.reader``) costs a question, against retrieval without it.
+"""What the reader stage (``retrieval.reader``) costs a question, against retrieval without it,
+and what reading every chunk ahead costs the build.
 
     python benchmarks/bench_reader.py --instances DIR --data DIR --instance NAME \
         --questions FILE.yaml [--limit 60]
 
 Asks every question of the file (an eval question file, e.g. a dev set's ``questions.yaml``) of a
-real, already indexed instance three times: reader off; reader on with no passage remembered
-(every question's top 12 read: the cold cost); reader on with the memo of passage vectors
-emptied once before the questions (what it saves when one instance's questions come back to the
-same chunks, asked in the file's order). Also the first source's score, which a support
-channel's ``min_score`` is measured against: the reader's ranker scores on its own scale.
-Prints the median and p95 of the retrieval time and of the reader's own share, and the ratios
-against "off", run in the same process.
-Run it on an otherwise idle machine: the reader's forward pass takes whatever cores are free.
+real, already indexed instance three times: reader off; reader on with no passage vector known
+(neither remembered nor in the embedding cache: every question's top 12 read, the cold cost);
+reader on after a build read every chunk ahead (``core/embed/reading.py``; memory emptied before
+each question, so the vectors come from the cache file: what a question costs after a restart).
+The build's reading time is printed too. Also the first source's score, which a support channel's
+``min_score`` is measured against: the reader's ranker scores on its own scale. Prints the median
+and p95 of the retrieval time and of the reader's own share, and the ratios against "off", run in
+the same process. Run it on an otherwise idle machine: the reader's forward pass takes whatever
+cores are free. It deletes the reader's vectors from the data folder's embedding cache first (the
+next build, or the questions, read them again).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import sys
 import time
@@ -28,9 +32,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_retrieval import pct
 
 from core.config import Settings
+from core.embed import reading
 from core.eval.metrics import load_questions
-from core.retrieve import reread
 from core.service import RepoExpert
+
+
+def forget(cache: Path) -> None:
+    """The reader's vectors out of the embedding cache (``Reader.name``: ``reader-e5-…``)."""
+    db = sqlite3.connect(str(cache))
+    try:
+        with db:
+            db.execute("DELETE FROM vectors WHERE model LIKE 'reader-e5-%'")
+    finally:
+        db.close()
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -38,17 +52,25 @@ async def run(args: argparse.Namespace) -> int:
     qs = [q.question for q in load_questions(Path(args.questions))][: args.limit]
     inst = app.instance(args.instance)
     rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    cache = app.layout.embeddings_cache
     try:
         inst.retrieval.reader = True  # load the index, the embedder and the reader
+        await app.preload()
         await app.retrieve(args.instance, qs[0])
-        for label, on, clear in (("off", False, False), ("on, every passage read", True, True),
-                                 ("on, memo over the questions", True, False)):  # fmt: skip
+        forget(cache)
+        for label, on in (("off", False), ("on, nothing read before", True),
+                          ("on, every chunk read ahead", True)):  # fmt: skip
             inst.retrieval.reader = on
+            if label.endswith("ahead"):
+                built = await app.index(args.instance)
+                rate = built.chunks_read / max(built.read_seconds, 1e-9)
+                print(f"the build read {built.chunks_read} chunks ahead in "
+                      f"{built.read_seconds:.0f} s ({rate:.1f} chunks/s)")  # fmt: skip
             total, reader, top = [], [], []
-            reread._MEMO.vectors.clear()
             for q in qs:
-                if clear:
-                    reread._MEMO.vectors.clear()
+                reading.MEMO.vectors.clear()
+                if label.endswith("before"):
+                    forget(cache)
                 t = time.perf_counter()
                 r = await app.retrieve(args.instance, q)
                 total.append((time.perf_counter() - t) * 1000)

@@ -270,6 +270,7 @@ async def serve_api(
     instances: dict[str, Instance] = app.load_instances()
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
+    await app.preload()  # the tuned reader, where an instance re-reads with it
     port = port or int(os.environ.get("PORT") or 8000)
     store = await app.conversations(config.database_path(app.layout.conversations))
     runner = web.AppRunner(ApiServer(Gateway(app, store, config, instances)).web_app())

@@ -205,6 +205,7 @@ async def serve_mcp(app: RepoExpert, config: ServeConfig, http: str | None = Non
     instances = app.load_instances()
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
+    await app.preload()  # the tuned reader, where an instance re-reads with it
     store = await app.conversations(config.database_path(app.layout.conversations))
     try:
         gw = Gateway(app, store, config, instances)

@@ -90,6 +90,7 @@ async def serve(
     if not instances:
         raise ConfigError(f"{app.settings.instances_dir}: no instance files to serve")
     check_env(which, config, env)
+    await app.preload()  # the tuned reader, where an instance re-reads with it
     # The SQLite file, or the shared database's tables when the store is PostgreSQL.
     store = await app.conversations(config.database_path(app.layout.conversations))
     runner: web.AppRunner | None = None

@@ -38,8 +38,8 @@ from core.config import (
     repo_views,
     scopes,
 )
-from core.embed import EmbedService, embed_service
-from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
+from core.embed import EmbedService, embed_service, reading
+from core.errors import BadQuestion, ConfigError, IndexError_, ModelFormatError, PathNotAllowed
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, behind, instance_status, sync_instance
 from core.ingest.files import (
@@ -136,6 +136,18 @@ class RepoExpert:
             inst = find_instance(self.settings.instances_dir, name)
             self._instances[name] = inst
         return inst
+
+    async def preload(self) -> None:
+        """Load, before the first question, what it would otherwise wait for: the tuned reader
+        of the loaded instances that re-read with it (``retrieval.reader``, about a second). One
+        that cannot be loaded is a configuration error here, naming the instance."""
+        for name, inst in self._instances.items():
+            if inst.retrieval.reader:
+                try:
+                    await reading.load(self.embedder(name))
+                except (OSError, ModelFormatError) as e:
+                    raise ConfigError(f"instance '{name}': retrieval.reader is on, but the "
+                                      f"tuned reader cannot be loaded: {e}") from None  # fmt: skip
 
     def embedder(self, name: str) -> EmbedService:
         svc = self._embedder_for(self.instance(name))

@@ -20,9 +20,10 @@ from core.embed.reader import (
     trained_shapes,
     write_deltas,
 )
+from core.embed.reading import Memo
 from core.errors import ModelFormatError
 from core.retrieve.rank import READER_FEATURES, READER_MODEL, load
-from core.retrieve.reread import TOP, _Memo, columns
+from core.retrieve.reread import TOP, columns
 
 
 def shapes() -> dict[str, tuple[int, ...]]:
@@ -153,40 +154,98 @@ def test_the_four_columns() -> None:
 
 def test_passages_read_once_are_remembered(zero_file: Path) -> None:
     reader = Reader(zero_file, engine="fp32")
-    memo = _Memo(size=3)
+    memo = Memo(size=3)
     texts = ["alpha beta", "gamma delta", "epsilon"]
     first = memo.scores(reader, "alpha?", texts)
-    assert len(memo.vectors) == 3
+    assert len(memo.vectors) == 3 and memo.passages_read == 3
     again = memo.scores(reader, "alpha?", [texts[2], texts[0]])
     assert np.allclose(again, first[[2, 0]], atol=1e-6)
+    assert memo.passages_read == 3  # nothing read again
     memo.scores(reader, "alpha?", ["zeta"])  # one more: the least recently read goes
-    assert len(memo.vectors) == 3
+    assert len(memo.vectors) == 3 and memo.passages_read == 4
     assert np.allclose(memo.scores(reader, "alpha?", texts[:1]), first[:1], atol=1e-5)
+    assert memo.passages_read == 4  # alpha beta was read more recently than gamma delta
+    assert np.allclose(memo.scores(reader, "alpha?", texts[1:2]), first[1:2], atol=1e-5)
+    assert memo.passages_read == 5  # gamma delta was forgotten: read again
+
+
+@pytest.mark.asyncio
+async def test_passage_vectors_outlive_the_memo_in_the_embedding_cache(
+    zero_file: Path, tmp_path: Path, fake_embedder: Any
+) -> None:
+    """A passage read once is kept in the service's embedding cache (a real SQLite file) under
+    the reader's name: a fresh memo, or another process, finds it there instead of reading it."""
+    from core.embed.service import EmbedService
+    from core.store.cache import VectorCache
+
+    reader = Reader(zero_file, engine="fp32")
+    assert reader.name.startswith("reader-e5-fp32-") and reader.name != Reader().name
+    cache = tmp_path / "cache.sqlite"
+    svc = EmbedService(lambda: fake_embedder, cache, 8)
+    texts = ["how retries back off", "the timeout option", "how retries back off"]
+    try:
+        first = await svc.run(lambda _: Memo().scores(reader, "retry?", texts, svc))
+        fresh = Memo()
+        again = await svc.run(lambda _: fresh.scores(reader, "retry?", texts, svc))
+        assert fresh.passages_read == 0 and np.allclose(again, first, atol=1e-6)
+    finally:
+        svc.close()
+    kept = VectorCache(cache)
+    try:
+        from core.embed.service import text_hash
+
+        got = kept.get_many(reader.name, [text_hash(t) for t in texts[:2]], reader.hidden)
+        assert len(got) == 2  # the duplicate text is one vector
+        assert not kept.get_many("reader-e5-fp32-other", list(got), reader.hidden)
+    finally:
+        kept.close()
 
 
 @pytest.mark.asyncio
 async def test_a_retrieval_with_the_reader_reranks_with_its_ranker(sample: Any) -> None:
     """retrieval.reader on: the first ranker's top candidates are re-read and the reader's
     ranker orders every candidate; off (the default), nothing is read."""
-    from core.retrieve import reread
+    from core.embed.reading import MEMO
 
     app = sample["app"]
     await app.index("widget")
     question = "which settings does parse_config return?"
-    before = len(reread._MEMO.vectors)
+    before = MEMO.passages_read
     r = await app.retrieve("widget", question)
     assert r.route["ranker"] == "learned" and "reader" not in r.timings_ms
-    assert len(reread._MEMO.vectors) == before
+    assert MEMO.passages_read == before
     app.instance("widget").retrieval.reader = True
     read = await app.retrieve("widget", question)
     assert read.route["ranker"] == "learned+reader"
     assert read.timings_ms["reader"] > 0
-    assert 0 < len(reread._MEMO.vectors) - before <= TOP  # at most the top candidates read
+    assert 0 < MEMO.passages_read - before <= TOP  # at most the top candidates read
     assert read.sources and all(s.path for s in read.sources)
     # the scores are the reader's ranker's, not the first ranker's
     first = {(s.collection, s.path, s.start_line): s.score for s in r.sources}
     again = {(s.collection, s.path, s.start_line): s.score for s in read.sources}
     assert all(again[k] != pytest.approx(first[k], abs=1e-6) for k in again.keys() & first.keys())
+
+
+@pytest.mark.asyncio
+async def test_a_build_with_the_reader_reads_every_chunk_ahead(sample: Any) -> None:
+    """An instance with the reader on: its build reads every chunk the cache lacks (the reused
+    ones too: the reader may have just been turned on), and a question then reads only itself;
+    the next build reads nothing again."""
+    from core.embed.reading import MEMO
+
+    app = sample["app"]
+    off = await app.index("widget")
+    assert off.chunks_read == 0  # the default: no reader, nothing read ahead
+    app.instance("widget").retrieval.reader = True
+    await app.preload()  # what a server does at start: the reader is loaded before a question
+    on = await app.index("widget")
+    total = sum(on.chunks.values())
+    assert on.units_changed == 0 and on.chunks_read == total > 0 and on.read_seconds > 0
+    MEMO.vectors.clear()  # a new process: nothing in memory, everything in the cache file
+    before = MEMO.passages_read
+    r = await app.retrieve("widget", "which settings does parse_config return?")
+    assert r.route["ranker"] == "learned+reader" and MEMO.passages_read == before
+    assert (await app.index("widget")).chunks_read == 0
 
 
 def test_the_reader_needs_the_learned_ranker_and_its_own() -> None:

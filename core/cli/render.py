@@ -24,6 +24,7 @@ class ProgressBar:
     STAGES: ClassVar[dict[str, tuple[str, str, str]]] = {
         "chunk": ("chunking ", "files", "files"),
         "embed": ("embedding", "chunks", "embeddings"),
+        "read": ("reading  ", "chunks", "chunks"),  # the tuned reader (retrieval.reader)
     }
 
     def __init__(self, stream: Any = None, enabled: bool | None = None) -> None:
@@ -86,7 +87,9 @@ def format_summary(s: Summary) -> str:
         f"{s.over_window}",
         f"  excluded:   {excluded} files"
         + "".join(f"\n    {n:>5}  {why}" for why, n in sorted(s.excluded.items())),
-        f"  time:       {s.seconds:.1f}s (embedding {s.embed_seconds:.1f}s)",
+        f"  time:       {s.seconds:.1f}s (embedding {s.embed_seconds:.1f}s"
+        + (f", reader {s.read_seconds:.1f}s for {s.chunks_read} chunks" if s.chunks_read else "")
+        + ")",
     ]
     if s.rebuilt_reason:
         lines.append(f"  rebuilt:    {s.rebuilt_reason}")

@@ -214,6 +214,20 @@ class EmbedService:
             out[i] = plan.known[h]
         return out
 
+    @property
+    def caching(self) -> bool:
+        """Whether vectors are kept on disk (an embedding cache file was given)."""
+        return self._cache_path is not None
+
+    def cached_get(self, model: str, hashes: list[str], dim: int) -> dict[str, np.ndarray]:
+        """On the worker thread only: the cached vectors of ``model`` (another model run on this
+        worker, such as the tuned reader: ``reading.py``) by text hash."""
+        return self._cached(lambda c: c.get_many(model, hashes, dim)) or {}
+
+    def cached_put(self, model: str, items: list[tuple[str, np.ndarray]]) -> None:
+        """On the worker thread only: keep ``model``'s vectors by text hash."""
+        self._cached(lambda c: c.put_many(model, items))
+
     def _cached(self, fn: Callable[[VectorCache], T]) -> T | None:
         """``fn(cache)``; a cache found damaged meanwhile is set aside and a new one started
         (this call then goes without it: the vectors are computed)."""

@@ -26,6 +26,7 @@ import numpy as np
 from core.chunk import chunk
 from core.config import Instance
 from core.embed import Embedder, EmbedService, text_hash
+from core.embed.reading import read_ahead
 from core.errors import IndexError_, RepoExpertError
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
@@ -78,6 +79,8 @@ class Summary:
     symbols: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    chunks_read: int = 0  # chunks the tuned reader read ahead (retrieval.reader)
+    read_seconds: float = 0.0
     rebuilt_reason: str | None = None
     # An instance over several repositories: per repository its commit, whether its work tree
     # was clean, files and chunks per collection, units changed, new chunks, and its error.
@@ -87,7 +90,7 @@ class Summary:
         return dict(self.__dict__)
 
 
-# progress(stage, done, total): stage is "chunk" or "embed"
+# progress(stage, done, total): stage is "chunk", "embed" or "read" (the tuned reader)
 Progress = Callable[[str, int, int], None]
 
 
@@ -179,6 +182,16 @@ async def build_index(
         )
         summary.embed_seconds = time.perf_counter() - te
         summary.chunks_embedded = embedder.passages_embedded - before
+        if inst.retrieval.reader:
+            # The tuned reader's vectors of every chunk the cache lacks (reused ones too: the
+            # reader may have just been turned on), so that questions only read themselves.
+            tr = time.perf_counter()
+            summary.chunks_read = await read_ahead(
+                embedder,
+                [c.text for c, _ in kept] + [c.text for c in new_chunks],
+                progress=(lambda a, b: progress("read", a, b)) if progress else None,
+            )
+            summary.read_seconds = time.perf_counter() - tr
         async with store.writer(inst.name) as w:
             for coll in COLLECTIONS:
                 rows: list[Chunk] = [c for c, _ in kept if c.collection == coll]

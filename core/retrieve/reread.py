@@ -10,28 +10,24 @@ crossed with the question's code and bug probabilities. A second ranker fitted o
 (``ranker-reader.json``, on the reader's out-of-fold scores) then orders every candidate.
 
 The passages are read on the embedding service's worker thread (the one that owns the models), so
-the event loop never waits on the forward pass. A passage's vector depends only on its text, so
-the last few thousand are remembered: a follow-up or a related question often re-reads the same
-chunks.
+the event loop never waits on the forward pass. A passage's vector depends only on its text: it is
+remembered, kept in the embedding cache and, when the instance's build read it ahead, never read at
+question time at all (``core/embed/reading.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
 
-from core.embed.reader import PASSAGE_TOKENS, QUESTION_TOKENS, Reader, shared
+from core.embed import reading
 from core.embed.service import EmbedService
 from core.retrieve.fusion import Candidate
 from core.retrieve.rank import READER_FEATURES, READER_MODEL, Context, Ranker, load
 
 TOP = 12  # the candidates read again (the reader was trained on the ranker's top 12)
-REMEMBERED = 4096  # passage vectors kept (384 floats each: 6 MB)
 
 
 def columns(n: int, top: Sequence[int], scores: np.ndarray, kinds: dict[str, float]) -> np.ndarray:
@@ -48,38 +44,6 @@ def columns(n: int, top: Sequence[int], scores: np.ndarray, kinds: dict[str, flo
         x[:, 2] = x[:, 0] * kinds.get("code", 0.0)
         x[:, 3] = x[:, 0] * kinds.get("bug", 0.0)
     return x
-
-
-class _Memo:
-    """Passage vectors by (reader, text digest), the most recent kept. Two embedding services'
-    workers (instances on different embedders) may read at once: the dictionary is locked, the
-    forward pass is not."""
-
-    def __init__(self, size: int = REMEMBERED) -> None:
-        self.size = size
-        self.vectors: OrderedDict[tuple[int, bytes], np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def scores(self, reader: Reader, question: str, texts: Sequence[str]) -> np.ndarray:
-        keys = [(id(reader), hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest())
-                for t in texts]  # fmt: skip
-        with self._lock:
-            known = {k: self.vectors[k] for k in keys if k in self.vectors}
-        todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in known}.items())
-        seqs = [reader.ids(question, True, QUESTION_TOKENS)]
-        seqs += [reader.ids(t, False, PASSAGE_TOKENS) for _, t in todo]
-        v = reader.vectors(seqs, threads=reader.threads)
-        known |= {k: vec for (k, _), vec in zip(todo, v[1:], strict=True)}
-        with self._lock:
-            for k in keys:
-                self.vectors[k] = known[k]
-                self.vectors.move_to_end(k)
-            while len(self.vectors) > self.size:
-                self.vectors.popitem(last=False)
-        return np.array([float(known[k] @ v[0]) for k in keys], np.float32)
-
-
-_MEMO = _Memo()
 
 
 async def reread(
@@ -106,9 +70,5 @@ async def reader_columns(
     order = sorted(range(len(cands)), key=lambda i: -cands[i].score)
     top = order[:TOP]
     texts = [c.chunk.text if (c := cands[i]).chunk is not None else "" for i in top]
-
-    def read(_: object) -> np.ndarray:
-        return _MEMO.scores(shared(), question, texts)
-
-    scores = await embedder.run(read) if texts else np.zeros(0, np.float32)
+    scores = await reading.scores(embedder, question, texts)
     return columns(len(cands), top, scores, context.kinds)
