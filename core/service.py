@@ -39,7 +39,7 @@ from core.config import (
     scopes,
 )
 from core.embed import EmbedService, embed_service, reading
-from core.errors import BadQuestion, ConfigError, IndexError_, ModelFormatError, PathNotAllowed
+from core.errors import BadQuestion, ConfigError, IndexError_, PathNotAllowed
 from core.index.build import Progress, Summary
 from core.index.sync import SyncReport, behind, instance_status, sync_instance
 from core.ingest.files import (
@@ -143,11 +143,7 @@ class RepoExpert:
         that cannot be loaded is a configuration error here, naming the instance."""
         for name, inst in self._instances.items():
             if inst.retrieval.reader:
-                try:
-                    await reading.load(self.embedder(name))
-                except (OSError, ModelFormatError) as e:
-                    raise ConfigError(f"instance '{name}': retrieval.reader is on, but the "
-                                      f"tuned reader cannot be loaded: {e}") from None  # fmt: skip
+                await reading.load(self.embedder(name), name)
 
     def embedder(self, name: str) -> EmbedService:
         svc = self._embedder_for(self.instance(name))

@@ -10,8 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.embed import reading
 from core.embed.e5 import FastE5, default_model_path
 from core.embed.e5._format import read_model
+from core.embed.e5._onnx import file_sha256
 from core.embed.reader import (
     WEIGHTS,
     Reader,
@@ -24,6 +26,13 @@ from core.embed.reading import Memo
 from core.errors import ModelFormatError
 from core.retrieve.rank import READER_FEATURES, READER_MODEL, load
 from core.retrieve.reread import TOP, columns
+
+
+@pytest.fixture(autouse=True)
+def fresh_memo(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts with nothing remembered (the process-wide memo would carry one test's
+    passages into the next)."""
+    monkeypatch.setattr(reading, "MEMO", Memo())
 
 
 def shapes() -> dict[str, tuple[int, ...]]:
@@ -179,7 +188,8 @@ async def test_passage_vectors_outlive_the_memo_in_the_embedding_cache(
     from core.store.cache import VectorCache
 
     reader = Reader(zero_file, engine="fp32")
-    assert reader.name.startswith("reader-e5-fp32-") and reader.name != Reader().name
+    assert reader.name == f"reader-e5-fp32-p190-{file_sha256(str(zero_file))[:16]}"
+    assert reader.name != f"reader-e5-fp32-p190-{file_sha256(str(WEIGHTS))[:16]}"
     cache = tmp_path / "cache.sqlite"
     svc = EmbedService(lambda: fake_embedder, cache, 8)
     texts = ["how retries back off", "the timeout option", "how retries back off"]
@@ -205,20 +215,17 @@ async def test_passage_vectors_outlive_the_memo_in_the_embedding_cache(
 async def test_a_retrieval_with_the_reader_reranks_with_its_ranker(sample: Any) -> None:
     """retrieval.reader on: the first ranker's top candidates are re-read and the reader's
     ranker orders every candidate; off (the default), nothing is read."""
-    from core.embed.reading import MEMO
-
     app = sample["app"]
     await app.index("widget")
     question = "which settings does parse_config return?"
-    before = MEMO.passages_read
     r = await app.retrieve("widget", question)
     assert r.route["ranker"] == "learned" and "reader" not in r.timings_ms
-    assert MEMO.passages_read == before
+    assert reading.MEMO.passages_read == 0
     app.instance("widget").retrieval.reader = True
     read = await app.retrieve("widget", question)
     assert read.route["ranker"] == "learned+reader"
     assert read.timings_ms["reader"] > 0
-    assert 0 < MEMO.passages_read - before <= TOP  # at most the top candidates read
+    assert 0 < reading.MEMO.passages_read <= TOP  # at most the top candidates read
     assert read.sources and all(s.path for s in read.sources)
     # the scores are the reader's ranker's, not the first ranker's
     first = {(s.collection, s.path, s.start_line): s.score for s in r.sources}
@@ -231,8 +238,6 @@ async def test_a_build_with_the_reader_reads_every_chunk_ahead(sample: Any) -> N
     """An instance with the reader on: its build reads every chunk the cache lacks (the reused
     ones too: the reader may have just been turned on), and a question then reads only itself;
     the next build reads nothing again."""
-    from core.embed.reading import MEMO
-
     app = sample["app"]
     off = await app.index("widget")
     assert off.chunks_read == 0  # the default: no reader, nothing read ahead
@@ -241,11 +246,79 @@ async def test_a_build_with_the_reader_reads_every_chunk_ahead(sample: Any) -> N
     on = await app.index("widget")
     total = sum(on.chunks.values())
     assert on.units_changed == 0 and on.chunks_read == total > 0 and on.read_seconds > 0
-    MEMO.vectors.clear()  # a new process: nothing in memory, everything in the cache file
-    before = MEMO.passages_read
+    reading.MEMO.vectors.clear()  # a new process: nothing in memory, everything in the cache
+    before = reading.MEMO.passages_read
     r = await app.retrieve("widget", "which settings does parse_config return?")
-    assert r.route["ranker"] == "learned+reader" and MEMO.passages_read == before
+    assert r.route["ranker"] == "learned+reader" and reading.MEMO.passages_read == before
     assert (await app.index("widget")).chunks_read == 0
+
+
+@pytest.mark.asyncio
+async def test_a_reader_that_cannot_load_stops_the_server_and_the_build(
+    sample: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """retrieval.reader on, and the reader cannot be loaded (its weight file gone from a broken
+    install): the server's start and the build both stop with a configuration error naming the
+    instance; the build stops before any work, and the live build keeps serving."""
+    from core.errors import ConfigError
+
+    app = sample["app"]
+    await app.index("widget")
+    live = await app.store.live_id("widget")
+
+    def gone() -> Reader:
+        raise FileNotFoundError("reader: weight file not found: /nowhere/reader-e5.npz")
+
+    monkeypatch.setattr(reading, "shared", gone)  # a broken install: nothing else can do it
+    app.instance("widget").retrieval.reader = True
+    said = r"instance 'widget': retrieval\.reader is on, but the tuned reader cannot be loaded: "
+    with pytest.raises(ConfigError, match=said + "reader: weight file not found"):
+        await app.preload()
+    with pytest.raises(ConfigError, match=said):
+        await app.index("widget", full=True)
+    assert await app.store.live_id("widget") == live
+
+
+@pytest.mark.asyncio
+async def test_without_a_cache_file_nothing_is_read_ahead(fake_embedder: Any) -> None:
+    from core.embed.service import EmbedService
+
+    svc = EmbedService(lambda: fake_embedder, None, 8)
+    try:
+        assert await reading.read_ahead(svc, ["alpha", "beta"]) == 0
+        assert reading.MEMO.passages_read == 0
+    finally:
+        svc.close()
+
+
+@pytest.mark.asyncio
+async def test_a_question_goes_on_when_the_cache_cannot_be_written(
+    zero_file: Path, tmp_path: Path, fake_embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At question time the cache only saves work: another process holding the cache file's
+    write lock past the busy timeout costs the reader its keeping, not the question."""
+    import sqlite3
+
+    from core.embed.service import EmbedService
+
+    reader = Reader(zero_file, engine="fp32")
+    cache = tmp_path / "cache.sqlite"
+    svc = EmbedService(lambda: fake_embedder, cache, 8)
+    texts = ["how retries back off", "the timeout option"]
+    try:
+        await svc.info()  # the cache file exists now
+        other = sqlite3.connect(str(cache), isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        try:
+            got = await svc.run(lambda _: Memo().scores(reader, "retry?", texts, svc))
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        want = Memo().scores(reader, "retry?", texts)
+        assert np.allclose(got, want, atol=1e-6)
+        assert "the reader goes on without the embedding cache" in caplog.text
+    finally:
+        svc.close()
 
 
 def test_the_reader_needs_the_learned_ranker_and_its_own() -> None:

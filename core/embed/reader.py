@@ -171,8 +171,9 @@ class Reader:
         if not weights.is_file():
             raise FileNotFoundError(f"reader: weight file not found: {weights}")
         deltas, self.info = read_deltas(weights)
-        # What its vectors are cached under: the weights (by digest) and the engine that ran them.
-        self.name = f"reader-e5-{engine}-{file_sha256(str(weights))[:16]}"
+        # What its passage vectors are cached under: the engine that runs it, the passage length
+        # it reads, its weights (by digest).
+        self.name = f"reader-e5-{engine}-p{PASSAGE_TOKENS}-{file_sha256(str(weights))[:16]}"
         if self.info.get("base_sha256") != file_sha256(path):
             raise ModelFormatError(
                 f"{weights}: fitted on another base model than {path} (its SHA-256 differs); "

@@ -6,28 +6,38 @@ so it is worth reading once:
 
 - in memory, the last few thousand (:class:`Memo`: a follow-up often re-reads the same chunks);
 - in the embedding cache beside the embedder's own vectors (``embeddings.sqlite``, under the
-  reader's :attr:`~core.embed.reader.Reader.name`: its weight file's digest and engine), so they
+  reader's :attr:`~core.embed.reader.Reader.name`: its engine, passage length and weights), so they
   outlive the process;
 - ahead of any question: a build of an instance with the reader on reads every chunk the cache
   lacks (:func:`read_ahead`), so a question then only reads itself (a few ms) instead of twelve
   passages (about a second on two cores).
 
-Everything here runs on the embedding service's worker thread, the one that owns the models.
+Everything here runs on the embedding service's worker thread, the one that owns the models. At
+question time the cache only saves work (one that cannot be read or written is logged and the
+passages are read); a build that cannot keep what it read fails, as the embedder's does.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from core.embed.reader import PASSAGE_TOKENS, QUESTION_TOKENS, Reader, shared
 from core.embed.service import EmbedService, text_hash
+from core.errors import ConfigError, ModelFormatError, StoreError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 REMEMBERED = 4096  # passage vectors kept in memory (384 floats each: 6 MB)
-AHEAD_BATCH = 64  # passages read ahead per worker job (a question waits for one at most)
+# Passages read ahead per worker job: a question waits for one job at most (one to two seconds on
+# two cores; the reader's own forward batch).
+AHEAD_BATCH = 16
 
 
 class Memo:
@@ -56,30 +66,30 @@ class Memo:
 
     def passages(
         self, reader: Reader, texts: Sequence[str], svc: EmbedService | None = None,
-        extra: Sequence[list[int]] = (), memory: bool = True,
+        extra: Sequence[list[int]] = (), ahead: bool = False,
     ) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
-        """The vectors of ``texts`` by text hash: from memory (unless not ``memory``: reading
-        ahead, which must fill the cache), then ``svc``'s cache, then read (and kept in both).
-        ``extra`` token sequences (a question) are read in the same pass; their vectors are
-        returned second."""
+        """The vectors of ``texts`` by text hash: from memory, then ``svc``'s cache, then read
+        (and kept in both). ``extra`` token sequences (a question) are read in the same pass;
+        their vectors are returned second. ``ahead`` (a build reading ahead): memory is neither
+        consulted nor filled, and a cache failure is the build's."""
         hashes = [text_hash(t) for t in texts]
-        known = self.known(reader, hashes) if memory else {}
+        known = {} if ahead else self.known(reader, hashes)
         missing = sorted({h for h in hashes if h not in known})
         if missing and svc is not None:
-            stored = svc.cached_get(reader.name, missing, reader.hidden)
-            known |= stored
-            missing = [h for h in missing if h not in stored]
+            stored = _cache(ahead, lambda: svc.cached_get(reader.name, missing, reader.hidden))
+            known |= stored or {}
+            missing = [h for h in missing if h not in known]
         miss = set(missing)
         todo = {h: t for h, t in zip(hashes, texts, strict=True) if h in miss}
         seqs = list(extra) + [reader.ids(t, False, PASSAGE_TOKENS) for t in todo.values()]
         v = reader.vectors(seqs, threads=reader.threads) if seqs else np.zeros((0, reader.hidden))
-        new = dict(zip(todo, v[len(extra):], strict=True))
+        new = dict(zip(todo, v[len(extra) :], strict=True))
         with self._lock:
             self.passages_read += len(new)
         if new and svc is not None:
-            svc.cached_put(reader.name, list(new.items()))
+            _cache(ahead, lambda: svc.cached_put(reader.name, list(new.items())))
         known |= new
-        if memory:
+        if not ahead:
             self.remember(reader, {h: known[h] for h in hashes})
         return known, v[: len(extra)]
 
@@ -95,6 +105,18 @@ class Memo:
 MEMO = Memo()
 
 
+def _cache(ahead: bool, fn: Callable[[], T]) -> T | None:
+    """``fn()`` on the embedding cache: reading ahead, its failure is the build's; at question
+    time it is logged and the question goes on without the cache."""
+    if ahead:
+        return fn()
+    try:
+        return fn()
+    except StoreError as e:
+        log.warning("the reader goes on without the embedding cache: %s", e)
+        return None
+
+
 async def scores(svc: EmbedService, question: str, texts: Sequence[str]) -> np.ndarray:
     """The reader's cosines of ``texts`` for ``question``, on ``svc``'s worker (before any
     indexing job)."""
@@ -103,17 +125,24 @@ async def scores(svc: EmbedService, question: str, texts: Sequence[str]) -> np.n
     return await svc.run(lambda _: MEMO.scores(shared(), question, texts, svc))
 
 
-async def load(svc: EmbedService) -> None:
-    """Load the reader on ``svc``'s worker, behind any question's job (at start-up, so the
-    first question does not wait for it). A reader that cannot be loaded raises here too."""
-    await svc.run(lambda _: shared(), background=True)
+async def load(svc: EmbedService, instance: str) -> None:
+    """Load the reader on ``svc``'s worker, behind any question's job: at a server's start, so
+    the first question does not wait for it, and before a build reads ahead. One that cannot be
+    loaded is a configuration error naming ``instance`` (whose ``retrieval.reader`` is on)."""
+    await svc.info()  # the embedder first: its own failures are not the reader's
+    try:
+        await svc.run(lambda _: shared(), background=True)
+    except (OSError, ModelFormatError) as e:
+        raise ConfigError(f"instance '{instance}': retrieval.reader is on, but the tuned reader "
+                          f"cannot be loaded: {e}") from e  # fmt: skip
 
 
 async def read_ahead(
     svc: EmbedService, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
 ) -> int:
     """Read every passage of ``texts`` that the cache lacks, in background jobs of
-    :data:`AHEAD_BATCH` (a question waits for one at most); returns how many were read."""
+    :data:`AHEAD_BATCH` (a question waits for one at most); returns how many distinct texts
+    were read."""
     uniq = list(dict.fromkeys(texts))
     read = 0
     if not svc.caching or not uniq:  # nowhere to keep them: they would be read for nothing
@@ -122,7 +151,7 @@ async def read_ahead(
     def missing(_: object) -> list[str]:
         reader = shared()
         by_hash = {text_hash(t): t for t in uniq}
-        have = svc.cached_get(reader.name, list(by_hash), reader.hidden)
+        have = svc.cached_has(reader.name, list(by_hash))
         return [t for h, t in by_hash.items() if h not in have]
 
     todo = await svc.run(missing, background=True)
@@ -132,11 +161,10 @@ async def read_ahead(
         batch = todo[i : i + AHEAD_BATCH]
 
         def one(_: object, batch: list[str] = batch) -> None:
-            MEMO.passages(shared(), batch, svc, memory=False)
+            MEMO.passages(shared(), batch, svc, ahead=True)
 
         await svc.run(one, background=True)
         read += len(batch)
         if progress:
             progress(read, len(todo))
     return read
-

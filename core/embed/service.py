@@ -224,6 +224,10 @@ class EmbedService:
         worker, such as the tuned reader: ``reading.py``) by text hash."""
         return self._cached(lambda c: c.get_many(model, hashes, dim)) or {}
 
+    def cached_has(self, model: str, hashes: list[str]) -> set[str]:
+        """On the worker thread only: which of ``hashes`` have a cached vector of ``model``."""
+        return self._cached(lambda c: c.has_many(model, hashes)) or set()
+
     def cached_put(self, model: str, items: list[tuple[str, np.ndarray]]) -> None:
         """On the worker thread only: keep ``model``'s vectors by text hash."""
         self._cached(lambda c: c.put_many(model, items))

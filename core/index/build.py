@@ -26,6 +26,7 @@ import numpy as np
 from core.chunk import chunk
 from core.config import Instance
 from core.embed import Embedder, EmbedService, text_hash
+from core.embed.reading import load as load_reader
 from core.embed.reading import read_ahead
 from core.errors import IndexError_, RepoExpertError
 from core.ingest.documents import change_set, read_documents
@@ -121,6 +122,8 @@ async def build_index(
     summary = Summary(instance=inst.name, commit=None if multi else sources.checkout.commit)
     name, dim, window = await embedder.info()
     summary.window = window
+    if inst.retrieval.reader:  # before any work: a reader that cannot load fails the build now
+        await load_reader(embedder, inst.name)
     stamp = build_stamp(store.schema, name, dim, window)
 
     old: BuildReader | None = None

@@ -66,6 +66,22 @@ class VectorCache:
             raise CorruptFile(f"{self.path}: the embedding cache is damaged: {e}") from None
         return out
 
+    def has_many(self, model: str, hashes: list[str]) -> set[str]:
+        """Which of ``hashes`` have a vector of ``model`` (without reading the vectors)."""
+        out: set[str] = set()
+        try:
+            for i in range(0, len(hashes), 500):
+                part = hashes[i : i + 500]
+                q = ",".join("?" * len(part))
+                out.update(h for (h,) in self._db.execute(
+                    f"SELECT hash FROM vectors WHERE model=? AND hash IN ({q})", [model, *part]
+                ))  # fmt: skip
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"{self.path}: cannot read the embedding cache: {e}") from None
+        except sqlite3.DatabaseError as e:
+            raise CorruptFile(f"{self.path}: the embedding cache is damaged: {e}") from None
+        return out
+
     def put_many(self, model: str, items: list[tuple[str, np.ndarray]]) -> None:
         try:
             with self._db:
