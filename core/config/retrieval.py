@@ -101,9 +101,11 @@ class RetrievalConfig(StrictModel):
         "(multilingual-e5-small fine-tuned on the dev sets' tuning halves, core/embed/"
         "reader-e5.npz) and rank again with its score as four more features "
         "(core/retrieve/ranker-reader.json). Reporting halves: cited MRR +0.009 ± 0.005, hit "
-        "+0.010; six unseen repositories +0.007 ± 0.007. Costs a forward pass over 12 passages "
-        "per question (about 1.2 s on two cores; benchmarks/bench_reader.py), so it is off by "
-        "default (2026-12-07, benchmarks/results/devsets/variants/prompts-2026-12-07c).",
+        "+0.010; six unseen repositories +0.007 ± 0.007: under the two standard errors asked "
+        "of a default, so it is off (2026-12-07, benchmarks/results/devsets/variants/"
+        "prompts-2026-12-07c). The build reads every chunk ahead (about 12 a second on two "
+        "cores; a first build takes about three times as long) and a question then costs "
+        "about 30 ms more (benchmarks/bench_reader.py; prompts-2026-12-07d).",
     )
     kinds_file: Path | None = Field(
         default=None,
