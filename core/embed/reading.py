@@ -9,8 +9,8 @@ so it is worth reading once:
   reader's :attr:`~core.embed.reader.Reader.name`: its engine, passage length and weights), so they
   outlive the process;
 - ahead of any question: a build of an instance with the reader on reads every chunk the cache
-  lacks (:func:`read_ahead`), so a question then only reads itself (a few ms) instead of twelve
-  passages (about a second on two cores).
+  lacks (:func:`read_ahead`), so a question then only reads itself (about 30 ms) instead of
+  twelve passages (about a second on two cores).
 
 Everything here runs on the embedding service's worker thread, the one that owns the models. At
 question time the cache only saves work (one that cannot be read or written is logged and the

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -50,37 +50,31 @@ class VectorCache:
 
     def get_many(self, model: str, hashes: list[str], dim: int) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
-        try:
-            for i in range(0, len(hashes), 500):
-                part = hashes[i : i + 500]
-                q = ",".join("?" * len(part))
-                for h, blob in self._db.execute(
-                    f"SELECT hash, v FROM vectors WHERE model=? AND hash IN ({q})", [model, *part]
-                ):
-                    v = np.frombuffer(blob, dtype=np.float32)
-                    if v.shape[0] == dim:
-                        out[h] = v
-        except sqlite3.OperationalError as e:  # locked past the busy timeout, unreadable
-            raise StoreError(f"{self.path}: cannot read the embedding cache: {e}") from None
-        except sqlite3.DatabaseError as e:  # garbled pages: found only when read
-            raise CorruptFile(f"{self.path}: the embedding cache is damaged: {e}") from None
+        for h, blob in self._select("hash, v", model, hashes):
+            v = np.frombuffer(blob, dtype=np.float32)
+            if v.shape[0] == dim:
+                out[h] = v
         return out
 
     def has_many(self, model: str, hashes: list[str]) -> set[str]:
         """Which of ``hashes`` have a vector of ``model`` (without reading the vectors)."""
-        out: set[str] = set()
+        return {h for (h,) in self._select("hash", model, hashes)}
+
+    def _select(self, columns: str, model: str, hashes: list[str]) -> list[tuple[Any, ...]]:
+        """``columns`` of ``model``'s rows among ``hashes`` (asked 500 at a time)."""
+        rows: list[tuple[Any, ...]] = []
         try:
             for i in range(0, len(hashes), 500):
                 part = hashes[i : i + 500]
                 q = ",".join("?" * len(part))
-                out.update(h for (h,) in self._db.execute(
-                    f"SELECT hash FROM vectors WHERE model=? AND hash IN ({q})", [model, *part]
-                ))  # fmt: skip
-        except sqlite3.OperationalError as e:
+                rows += self._db.execute(
+                    f"SELECT {columns} FROM vectors WHERE model=? AND hash IN ({q})", [model, *part]
+                ).fetchall()
+        except sqlite3.OperationalError as e:  # locked past the busy timeout, unreadable
             raise StoreError(f"{self.path}: cannot read the embedding cache: {e}") from None
-        except sqlite3.DatabaseError as e:
+        except sqlite3.DatabaseError as e:  # garbled pages: found only when read
             raise CorruptFile(f"{self.path}: the embedding cache is damaged: {e}") from None
-        return out
+        return rows
 
     def put_many(self, model: str, items: list[tuple[str, np.ndarray]]) -> None:
         try:
