@@ -67,10 +67,10 @@ class Memo:
     def passages(
         self, reader: Reader, texts: Sequence[str], svc: EmbedService | None = None,
         extra: Sequence[list[int]] = (), ahead: bool = False,
-    ) -> tuple[dict[str, np.ndarray], np.ndarray]:  # fmt: skip
-        """The vectors of ``texts`` by text hash: from memory, then ``svc``'s cache, then read
-        (and kept in both). ``extra`` token sequences (a question) are read in the same pass;
-        their vectors are returned second. ``ahead`` (a build reading ahead): memory is neither
+    ) -> tuple[list[np.ndarray], np.ndarray]:  # fmt: skip
+        """The vectors of ``texts``, in order: from memory, then ``svc``'s cache, then read (and
+        kept in both). ``extra`` token sequences (a question) are read in the same pass; their
+        vectors are returned second. ``ahead`` (a build reading ahead): memory is neither
         consulted nor filled, and a cache failure is the build's."""
         hashes = [text_hash(t) for t in texts]
         known = {} if ahead else self.known(reader, hashes)
@@ -91,15 +91,15 @@ class Memo:
         known |= new
         if not ahead:
             self.remember(reader, {h: known[h] for h in hashes})
-        return known, v[: len(extra)]
+        return [known[h] for h in hashes], v[: len(extra)]
 
     def scores(
         self, reader: Reader, question: str, texts: Sequence[str], svc: EmbedService | None = None
     ) -> np.ndarray:
         """The reader's cosine between ``question`` and each of ``texts``."""
         q = [reader.ids(question, True, QUESTION_TOKENS)]
-        known, qv = self.passages(reader, texts, svc, extra=q)
-        return np.array([float(known[text_hash(t)] @ qv[0]) for t in texts], np.float32)
+        vectors, qv = self.passages(reader, texts, svc, extra=q)
+        return np.array([float(v @ qv[0]) for v in vectors], np.float32)
 
 
 MEMO = Memo()
