@@ -237,6 +237,14 @@ _SHARED: dict[tuple[Path, str], Reader | Exception] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def loaded(weights: Path = WEIGHTS, engine: str = "fp32") -> Reader | None:
+    """The reader :func:`shared` has loaded in this process, or None (nothing is loaded here:
+    callable from the event loop)."""
+    with _SHARED_LOCK:
+        got = _SHARED.get((weights, engine))
+    return got if isinstance(got, Reader) else None
+
+
 def shared(weights: Path = WEIGHTS, engine: str = "fp32") -> Reader:
     """One reader per weight file and engine per process, loaded on first use on the caller's
     thread (an embedding service's worker). A file that cannot be used fails every later call

@@ -10,7 +10,11 @@ so it is worth reading once:
   outlive the process;
 - ahead of any question: a build of an instance with the reader on reads every chunk the cache
   lacks (:func:`read_ahead`), so a question then only reads itself (about 30 ms) instead of
-  twelve passages (about a second on two cores).
+  twelve passages (about a second on two cores);
+- in a PostgreSQL deployment, in the database too (``rx_vectors``, the store's
+  :class:`~core.store.base.SharedVectors`): the build keeps there every chunk's vector, so a
+  server whose data folder is not the builder's finds them (:func:`scores` asks it for the
+  passages memory lacks, before the worker's job).
 
 Everything here runs on the embedding service's worker thread, the one that owns the models. At
 question time the cache only saves work (one that cannot be read or written is logged and the
@@ -27,9 +31,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from core.embed.reader import PASSAGE_TOKENS, QUESTION_TOKENS, Reader, shared
+from core.embed.reader import PASSAGE_TOKENS, QUESTION_TOKENS, Reader, loaded, shared
 from core.embed.service import EmbedService, text_hash
 from core.errors import ConfigError, ModelFormatError, StoreError
+from core.store.base import SharedVectors
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -38,6 +43,7 @@ REMEMBERED = 4096  # passage vectors kept in memory (384 floats each: 6 MB)
 # Passages read ahead per worker job: a question waits for one job at most (one to two seconds on
 # two cores; the reader's own forward batch).
 AHEAD_BATCH = 16
+SHARE_BATCH = 2000  # vectors copied from the embedding cache to the shared ones per worker job
 
 
 class Memo:
@@ -117,12 +123,38 @@ def _cache(ahead: bool, fn: Callable[[], T]) -> T | None:
         return None
 
 
-async def scores(svc: EmbedService, question: str, texts: Sequence[str]) -> np.ndarray:
+async def scores(
+    svc: EmbedService, question: str, texts: Sequence[str], vectors: SharedVectors | None = None
+) -> np.ndarray:
     """The reader's cosines of ``texts`` for ``question``, on ``svc``'s worker (before any
-    indexing job)."""
+    indexing job). ``vectors``: the deployment's shared vectors, asked first for the passages
+    memory lacks (on the event loop; one that cannot be read is logged and the passages are
+    looked for in the cache, then read)."""
     if not texts:
         return np.zeros(0, np.float32)
+    if vectors is not None:
+        await recall(svc, texts, vectors)
     return await svc.run(lambda _: MEMO.scores(shared(), question, texts, svc))
+
+
+async def recall(svc: EmbedService, texts: Sequence[str], vectors: SharedVectors) -> int:
+    """Remember the shared vectors of those of ``texts`` memory lacks; returns how many were
+    found."""
+    reader = loaded()
+    if reader is None:  # not loaded at start (a command line's question): load it now
+        reader = await svc.run(lambda _: shared())
+    hashes = list(dict.fromkeys(text_hash(t) for t in texts))
+    known = MEMO.known(reader, hashes)
+    want = [h for h in hashes if h not in known]
+    if not want:
+        return 0
+    try:
+        got = await vectors.get(reader.name, want, reader.hidden)
+    except StoreError as e:
+        log.warning("the reader goes on without the shared vectors: %s", e)
+        return 0
+    MEMO.remember(reader, got)
+    return len(got)
 
 
 async def load(svc: EmbedService, instance: str) -> None:
@@ -138,32 +170,49 @@ async def load(svc: EmbedService, instance: str) -> None:
 
 
 async def read_ahead(
-    svc: EmbedService, texts: Sequence[str], progress: Callable[[int, int], None] | None = None
-) -> int:
-    """Read every passage of ``texts`` that the cache lacks, in background jobs of
-    :data:`AHEAD_BATCH` (a question waits for one at most); returns how many distinct texts
-    were read."""
+    svc: EmbedService, texts: Sequence[str], progress: Callable[[int, int], None] | None = None,
+    vectors: SharedVectors | None = None,
+) -> int:  # fmt: skip
+    """Read every passage of ``texts`` that is kept nowhere a question will look: not in the
+    embedding cache, and (``vectors``: a PostgreSQL deployment's shared vectors) not in the
+    shared ones either, which then get every vector they lack — read, or copied from the
+    cache. Reading runs in background jobs of :data:`AHEAD_BATCH` (a question waits for one at
+    most); returns how many distinct texts were read. A store that cannot keep them fails the
+    build."""
     uniq = list(dict.fromkeys(texts))
-    read = 0
-    if not svc.caching or not uniq:  # nowhere to keep them: they would be read for nothing
-        return 0
+    if not uniq or (vectors is None and not svc.caching):
+        return 0  # nowhere to keep them: they would be read for nothing
+    reader = await svc.run(lambda _: shared(), background=True)
+    by_hash = {text_hash(t): t for t in uniq}
+    need = list(by_hash)
+    if vectors is not None:
+        lacking = await vectors.missing(reader.name, need)
+        need = [h for h in need if h in lacking]
+    cached = await svc.run(lambda _: svc.cached_has(reader.name, need), background=True)
+    todo = [h for h in need if h not in cached]
+    if vectors is not None:  # the shared ones lack these, the cache has them: copy them over
+        copy = [h for h in need if h in cached]
+        for i in range(0, len(copy), SHARE_BATCH):
+            part = copy[i : i + SHARE_BATCH]
 
-    def missing(_: object) -> list[str]:
-        reader = shared()
-        by_hash = {text_hash(t): t for t in uniq}
-        have = svc.cached_has(reader.name, list(by_hash))
-        return [t for h, t in by_hash.items() if h not in have]
+            def get(_: object, part: list[str] = part) -> dict[str, np.ndarray]:
+                return svc.cached_get(reader.name, part, reader.hidden)
 
-    todo = await svc.run(missing, background=True)
+            got = await svc.run(get, background=True)
+            await vectors.put(reader.name, list(got.items()))
+            todo += [h for h in part if h not in got]  # the cache lost them meanwhile: read
     if progress:
         progress(0, len(todo))
+    read = 0
     for i in range(0, len(todo), AHEAD_BATCH):
         batch = todo[i : i + AHEAD_BATCH]
 
-        def one(_: object, batch: list[str] = batch) -> None:
-            MEMO.passages(shared(), batch, svc, ahead=True)
+        def one(_: object, batch: list[str] = batch) -> list[np.ndarray]:
+            return MEMO.passages(reader, [by_hash[h] for h in batch], svc, ahead=True)[0]
 
-        await svc.run(one, background=True)
+        got_v = await svc.run(one, background=True)
+        if vectors is not None:
+            await vectors.put(reader.name, list(zip(batch, got_v, strict=True)))
         read += len(batch)
         if progress:
             progress(read, len(todo))

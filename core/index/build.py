@@ -187,12 +187,14 @@ async def build_index(
         summary.chunks_embedded = embedder.passages_embedded - before
         if inst.retrieval.reader:
             # The tuned reader's vectors of every chunk the cache lacks (reused ones too: the
-            # reader may have just been turned on), so that questions only read themselves.
+            # reader may have just been turned on), so that questions only read themselves;
+            # a PostgreSQL store keeps them for every process too.
             tr = time.perf_counter()
             summary.chunks_read = await read_ahead(
                 embedder,
                 [c.text for c, _ in kept] + [c.text for c in new_chunks],
                 progress=(lambda a, b: progress("read", a, b)) if progress else None,
+                vectors=store.shared_vectors,
             )
             summary.read_seconds = time.perf_counter() - tr
         async with store.writer(inst.name) as w:

@@ -11,8 +11,9 @@ crossed with the question's code and bug probabilities. A second ranker fitted o
 
 The passages are read on the embedding service's worker thread (the one that owns the models), so
 the event loop never waits on the forward pass. A passage's vector depends only on its text: it is
-remembered, kept in the embedding cache and, when the instance's build read it ahead, never read at
-question time at all (``core/embed/reading.py``).
+remembered, kept in the embedding cache (and, in a PostgreSQL deployment, in the database for every
+process) and, when the instance's build read it ahead, never read at question time at all
+(``core/embed/reading.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from core.embed import reading
 from core.embed.service import EmbedService
 from core.retrieve.fusion import Candidate
 from core.retrieve.rank import READER_FEATURES, READER_MODEL, Context, Ranker, load
+from core.store.base import SharedVectors
 
 TOP = 12  # the candidates read again (the reader was trained on the ranker's top 12)
 
@@ -48,27 +50,29 @@ def columns(n: int, top: Sequence[int], scores: np.ndarray, kinds: dict[str, flo
 
 async def reread(
     cands: Sequence[Candidate], context: Context, question: str, embedder: EmbedService,
-    timings: dict[str, float],
+    timings: dict[str, float], vectors: SharedVectors | None = None,
 ) -> tuple[Ranker, np.ndarray] | None:  # fmt: skip
     """The reader's ranker and its four columns for ``cands`` (already ordered by the first
-    ranker); None when the reader's ranker is not shipped or there is nothing to read."""
+    ranker); None when the reader's ranker is not shipped or there is nothing to read.
+    ``vectors``: the deployment's shared passage vectors (a PostgreSQL store), if any."""
     second = load(READER_MODEL, READER_FEATURES)
     if second is None or not cands:
         return None
     t = time.perf_counter()
-    cols = await reader_columns(cands, context, question, embedder)
+    cols = await reader_columns(cands, context, question, embedder, vectors)
     timings["reader"] = (time.perf_counter() - t) * 1000
     return second, cols
 
 
 async def reader_columns(
-    cands: Sequence[Candidate], context: Context, question: str, embedder: EmbedService
-) -> np.ndarray:
+    cands: Sequence[Candidate], context: Context, question: str, embedder: EmbedService,
+    vectors: SharedVectors | None = None,
+) -> np.ndarray:  # fmt: skip
     """The reader features of ``cands`` (scored by the first ranker already): the top
     :data:`TOP` by score are read again (a candidate whose chunk was not fetched, as an empty
     passage: the rule the reader's ranker was fitted with, ``benchmarks/train_reader.py``)."""
     order = sorted(range(len(cands)), key=lambda i: -cands[i].score)
     top = order[:TOP]
     texts = [c.chunk.text if (c := cands[i]).chunk is not None else "" for i in top]
-    scores = await reading.scores(embedder, question, texts)
+    scores = await reading.scores(embedder, question, texts, vectors)
     return columns(len(cands), top, scores, context.kinds)

@@ -182,7 +182,8 @@ async def retrieve(
         whys = {id(c): c.why for c in pool.all()} if opt.config.reader else {}
         rerank(pool, ranker, opt.config.test_penalty)
         if opt.config.reader and pool.context is not None:
-            read = await reread(pool.all(), pool.context, question, embedder, timings)
+            read = await reread(pool.all(), pool.context, question, embedder, timings,
+                                reader.shared_vectors)  # fmt: skip
         if read is not None:  # the reader's ranker orders them again, with its four features
             ranker = read[0]
             for c in pool.all():  # its contributions replace the first ranker's

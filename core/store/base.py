@@ -85,11 +85,32 @@ class Unit:
     content_hash: str
 
 
+class SharedVectors(Protocol):
+    """Vectors every process of a deployment shares, by (model name, text hash): the tuned
+    reader's passage vectors in a PostgreSQL store (``rx_vectors``), written by the build that
+    read them ahead, so a server whose data folder is not the builder's never reads them again.
+    A local store has none (``shared_vectors`` is None): its processes share the data folder's
+    embedding cache. Failures are :class:`~core.errors.StoreError`."""
+
+    async def missing(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """Which of ``hashes`` have no vector of ``model``."""
+        ...
+
+    async def get(self, model: str, hashes: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        """The vectors of ``model`` kept for ``hashes`` (those it has), float32 of ``dim``."""
+        ...
+
+    async def put(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        """Keep ``model``'s vectors by text hash (one already kept stays as it is)."""
+        ...
+
+
 class BuildReader(Protocol):
     """One build, read-only. Safe to use from many tasks at once; closed by whoever opened it."""
 
     build_id: str  # changes with every build: a reader is stale when the live id differs
     meta: dict[str, Any]  # what the build recorded: stamp, commit, tree_clean, built_at, summary
+    shared_vectors: SharedVectors | None  # the deployment's (PostgreSQL), else None
 
     @property
     def stamp(self) -> dict[str, Any]: ...
@@ -220,6 +241,7 @@ class IndexStore(Protocol):
     """Where the builds of every instance of a deployment live."""
 
     schema: int  # the version of this store's build format: part of every build's stamp
+    shared_vectors: SharedVectors | None  # shared by every process (PostgreSQL), else None
 
     async def live_id(self, instance: str) -> str | None:
         """The id of the live build, or None when the instance has none. Cheap: called before

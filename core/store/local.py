@@ -35,7 +35,7 @@ import numpy as np
 
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
-from core.store.base import Hit, IssueLinks, Unit, as_named, group_links
+from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, on_search_thread
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
@@ -61,6 +61,7 @@ class LocalReader:
         self.path = path
         self.build_id = path.name
         self.db = db
+        self.shared_vectors: SharedVectors | None = None  # none: the embedding cache serves
         self._vectors = vectors
         self.meta: dict[str, Any] = {}
         self._tests = np.zeros(0, dtype=bool)  # per code row: is it test code
@@ -298,6 +299,7 @@ class LocalStore:
     """Builds of every instance under one data folder (implements ``IndexStore``)."""
 
     schema = SCHEMA_VERSION
+    shared_vectors: SharedVectors | None = None  # none: the data folder's embedding cache
 
     def __init__(self, layout: Layout) -> None:
         self.layout = layout

@@ -29,7 +29,7 @@ import numpy as np
 
 from core.errors import IndexError_
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
-from core.store.base import Hit, IssueLinks, Unit, as_named, group_links
+from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, on_search_thread, read_postings
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
@@ -43,6 +43,7 @@ from core.store.postgres.build import (
     table,
 )
 from core.store.postgres.db import Database, json_value
+from core.store.postgres.vectors import PgVectors
 
 LOCK_CLASS = 0x5245  # pg_advisory_lock(LOCK_CLASS, hashtext(instance)): the build lock
 LOCK_POLL_S = 0.05
@@ -69,8 +70,10 @@ class PgReader:
     """One build, read through the pool (every call is one statement: no transaction held)."""
 
     def __init__(self, pool: asyncpg.Pool, build_id: str, meta: dict[str, Any],
-                 sizes: dict[str, int], hnsw: set[Collection]) -> None:  # fmt: skip
+                 sizes: dict[str, int], hnsw: set[Collection],
+                 vectors: SharedVectors | None = None) -> None:  # fmt: skip
         self.pool = pool
+        self.shared_vectors = vectors  # the deployment's shared vectors (rx_vectors)
         self.build_id = build_id
         self.meta = meta
         self._sizes = sizes
@@ -307,6 +310,7 @@ class PostgresStore:
     def __init__(self, db: Database, *, hnsw_min_rows: int = HNSW_MIN_ROWS) -> None:
         self.db = db
         self.hnsw_min_rows = hnsw_min_rows
+        self.shared_vectors: SharedVectors | None = PgVectors(db)
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def live_id(self, instance: str) -> str | None:
@@ -341,7 +345,8 @@ class PostgresStore:
                 "'%USING hnsw%'", table(build_id, c),
             )
         }  # fmt: skip
-        reader = PgReader(pool, build_id, dict(json_value(row[1])), sizes, hnsw)
+        reader = PgReader(pool, build_id, dict(json_value(row[1])), sizes, hnsw,
+                          self.shared_vectors)  # fmt: skip
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):

@@ -9,6 +9,8 @@ Fixed tables (every name starts with ``rx_``):
     rx_kv, rx_issues, rx_etags     the per-instance state (``store/state.py``'s twin)
     rx_turns, rx_feedback          the bots' threads and 👍/👎 (``store/conversations.py``'s twin)
     rx_jobs          the index/sync queue the workers take jobs from
+    rx_vectors       (model, text hash) → vector: the tuned reader's passage vectors, shared
+                     by every process (``vectors.py``)
 
 A build's own rows live in tables named after it (``build.py``): ``rx_b{id}_{docs,code,issues}``
 (chunks with a ``vector`` column), ``rx_b{id}_{collection}_post`` (BM25 postings),
@@ -84,4 +86,10 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE rx_issues ADD COLUMN files TEXT NOT NULL DEFAULT '[]'",
     # 6: a turn the answerer could not answer (conversations.py's migration 3)
     "ALTER TABLE rx_turns ADD COLUMN no_answer BOOLEAN NOT NULL DEFAULT false",
+    # 7: vectors every process shares (the tuned reader's passages: vectors.py)
+    """
+    CREATE TABLE rx_vectors (
+        model TEXT NOT NULL, hash TEXT NOT NULL, vec BYTEA NOT NULL, PRIMARY KEY (model, hash)
+    );
+    """,
 ]

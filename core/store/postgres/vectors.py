@@ -1,0 +1,82 @@
+"""Vectors shared by every process of a PostgreSQL deployment (``rx_vectors``): the tuned
+reader's passage vectors, by (model name, text hash).
+
+A build with ``retrieval.reader`` on reads every chunk's passage ahead (``core/embed/reading.py``)
+and keeps the vectors here as well as in its own data folder's embedding cache; a server on
+another machine, whose data folder holds none of them, finds them here at question time instead
+of reading each passage (about 75 ms a passage on two cores). A vector depends only on its text
+and the model (whose name carries the weights' digest), so rows are never updated: a second
+writer of the same vector changes nothing, and a new model's vectors are new rows.
+
+Vectors are float32 bytes, not a pgvector column: they are only ever fetched by key, never
+searched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import asyncpg
+import numpy as np
+
+from core.errors import StoreError
+from core.store.postgres.db import Database
+
+PUT_BATCH = 500  # rows per INSERT (about 0.8 MB of 384-float vectors)
+
+
+class PgVectors:
+    """``rx_vectors`` of one database (implements ``core.store.base.SharedVectors``)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def missing(self, model: str, hashes: Sequence[str]) -> set[str]:
+        if not hashes:
+            return set()
+        got = await self._fetch(
+            "SELECT hash FROM rx_vectors WHERE model = $1 AND hash = ANY($2::text[])",
+            model, list(hashes),
+        )  # fmt: skip
+        return set(hashes) - {str(r[0]) for r in got}
+
+    async def get(self, model: str, hashes: Sequence[str], dim: int) -> dict[str, np.ndarray]:
+        if not hashes:
+            return {}
+        got = await self._fetch(
+            "SELECT hash, vec FROM rx_vectors WHERE model = $1 AND hash = ANY($2::text[])",
+            model, list(hashes),
+        )  # fmt: skip
+        out: dict[str, np.ndarray] = {}
+        for h, blob in got:
+            v = np.frombuffer(bytes(blob), np.float32)
+            if v.shape != (dim,):
+                raise StoreError(f"{self.db.where}: rx_vectors holds a vector of {v.size} floats "
+                                 f"for model {model!r}, expected {dim}")  # fmt: skip
+            out[str(h)] = v.copy()
+        return out
+
+    async def put(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
+        for i in range(0, len(items), PUT_BATCH):
+            part = items[i : i + PUT_BATCH]
+            await self._execute(
+                "INSERT INTO rx_vectors (model, hash, vec) "
+                "SELECT $1, h, v FROM unnest($2::text[], $3::bytea[]) AS t(h, v) "
+                "ON CONFLICT DO NOTHING",
+                model, [h for h, _ in part],
+                [np.ascontiguousarray(v, np.float32).tobytes() for _, v in part],
+            )  # fmt: skip
+
+    async def _fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        pool = await self.db.pool()
+        try:
+            return list(await pool.fetch(sql, *args))
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            raise StoreError(f"{self.db.where}: shared vectors: {type(e).__name__}: {e}") from None
+
+    async def _execute(self, sql: str, *args: object) -> None:
+        pool = await self.db.pool()
+        try:
+            await pool.execute(sql, *args)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
+            raise StoreError(f"{self.db.where}: shared vectors: {type(e).__name__}: {e}") from None
