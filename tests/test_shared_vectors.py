@@ -96,8 +96,8 @@ async def test_a_server_on_another_data_folder_reads_no_passage(
             (s.path, s.start_line, round(s.score, 5)) for s in there.sources]  # fmt: skip
         reader = shared()
         local = server.svc  # its own cache got none of them: they were only remembered
-        got = await local.run(lambda _: local.cached_has(reader.name,
-                                                         [text_hash(t) for t in texts]))  # fmt: skip
+        hashes = [text_hash(t) for t in texts]
+        got = await local.run(lambda _: local.cached_has(reader.name, hashes))
         assert got == set()
         assert (await builder.index("widget")).chunks_read == 0  # nothing new to read or keep
     finally:
