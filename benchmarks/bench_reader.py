@@ -2,14 +2,17 @@
 and what reading every chunk ahead costs the build.
 
     python benchmarks/bench_reader.py --instances DIR --data DIR --instance NAME \
-        --questions FILE.yaml [--limit 60]
+        --questions FILE.yaml [--limit 60] [--store postgresql://…]
 
 Asks every question of the file (an eval question file, e.g. a dev set's ``questions.yaml``) of a
 real, already indexed instance three times: reader off; reader on with no passage vector known
 (neither remembered nor in the embedding cache: every question's top 12 read, the cold cost);
 reader on after a build read every chunk ahead (``core/embed/reading.py``; memory emptied before
 each question, so the vectors come from the cache file: what a question costs after a restart).
-The build's reading time is printed too. Also the first source's score, which a support channel's
+With ``--store`` a PostgreSQL URL (the instance indexed there), a fourth arm: reader on with the
+data folder's cache emptied before each question but the database's shared vectors full
+(``rx_vectors``): what a server on another machine than the builder pays. The build's reading
+time is printed too. Also the first source's score, which a support channel's
 ``min_score`` is measured against: the reader's ranker scores on its own scale. Prints the median
 and p95 of the retrieval time and of the reader's own share, and the ratios against "off", run in
 the same process. Run it on an otherwise idle machine: the reader's forward pass takes whatever
@@ -48,8 +51,15 @@ def forget(cache: Path) -> None:
         db.close()
 
 
+async def forget_shared(app: RepoExpert) -> None:
+    """The reader's vectors out of a PostgreSQL store's shared vectors."""
+    db = app.backend._db
+    await (await db.pool()).execute("DELETE FROM rx_vectors WHERE model LIKE 'reader-e5-%'")
+
+
 async def run(args: argparse.Namespace) -> int:
-    app = RepoExpert(Settings(Path(args.instances), Path(args.data)))
+    app = RepoExpert(Settings(Path(args.instances), Path(args.data), args.store))
+    shared = app.store.shared_vectors is not None
     qs = [q.question for q in load_questions(Path(args.questions))][: args.limit]
     inst = app.instance(args.instance)
     rows: dict[str, tuple[list[float], list[float], list[float]]] = {}
@@ -59,11 +69,18 @@ async def run(args: argparse.Namespace) -> int:
         await app.preload()
         await app.retrieve(args.instance, qs[0])
         forget(cache)
-        for label, on in (("off", False), ("on, nothing read before", True),
-                          ("on, every chunk read ahead", True)):  # fmt: skip
+        arms = [("off", False), ("on, nothing read before", True),
+                ("on, every chunk read ahead", True)]  # fmt: skip
+        if shared:
+            arms.append(("on, from the shared vectors (PostgreSQL)", True))
+        for label, on in arms:
             inst.retrieval.reader = on
+            if shared and label.endswith("before"):
+                await forget_shared(app)  # nothing known anywhere
             if label.endswith("ahead"):
                 forget(cache)  # the build reads every chunk (the cold arm kept some)
+                if shared:
+                    await forget_shared(app)
                 # the files and issues as they are (nothing fetched: the index does not change)
                 report = await app.sync(args.instance, SyncRequest(repo=False, issues=False))
                 assert report.summary is not None
@@ -74,7 +91,7 @@ async def run(args: argparse.Namespace) -> int:
             total, reader, top = [], [], []
             for q in qs:
                 reading.MEMO.vectors.clear()
-                if label.endswith("before"):
+                if label.endswith("before") or label.endswith("(PostgreSQL)"):
                     forget(cache)
                 t = time.perf_counter()
                 r = await app.retrieve(args.instance, q)
@@ -106,6 +123,7 @@ def main() -> int:
     ap.add_argument("--instance", required=True)
     ap.add_argument("--questions", required=True)
     ap.add_argument("--limit", type=int, default=60)
+    ap.add_argument("--store", default=None, help="a postgresql:// URL: the shared-vectors arm")
     return asyncio.run(run(ap.parse_args()))
 
 

@@ -3,7 +3,7 @@ organisation that points one instance at all its repositories sees (issues 12 an
 
     python benchmarks/eval_multi.py --repos DIR --workdir DIR [--sets A B …] [--cache FILE]
         [-k 6] [--split all|tune|report] [--cited] [--localize] [--mirrors DIR]
-        [--channel none|team|own] [--single FILE]
+        [--channel none|team|own] [--single FILE] [--set KEY=VALUE …]
 
 ``--repos``: a folder with one checkout per dev set (``eval_devsets.py`` makes them: the set's
 tree at its pinned commit, no history; a missing one is made from ``--mirrors``). In
@@ -104,19 +104,22 @@ def repo_entry(name: str, repos: Path, issues: Path) -> dict[str, Any]:
 
 
 def write_instances(
-    sets: list[str], repos: Path, inst_dir: Path, drops: dict[str, frozenset[int]] | None = None
-) -> None:
+    sets: list[str], repos: Path, inst_dir: Path, drops: dict[str, frozenset[int]] | None = None,
+    retrieval: dict[str, Any] | None = None,
+) -> None:  # fmt: skip
     """Each set's own instance and ``devsets``; with ``drops`` (set → the fix pull requests its
-    bug reports must not see) also each ``-loc`` instance and ``devsets-loc``."""
+    bug reports must not see) also each ``-loc`` instance and ``devsets-loc``; ``retrieval``:
+    settings every one of them gets (``--set``)."""
     inst_dir.mkdir(parents=True, exist_ok=True)
     org: list[dict[str, Any]] = []
     org_loc: list[dict[str, Any]] = []
     for name in sets:
         setdir = DEVSETS / name
-        instance_file(name, setdir, repos / name, inst_dir)
+        instance_file(name, setdir, repos / name, inst_dir, retrieval=retrieval)
         org.append(repo_entry(name, repos, setdir / "issues.json"))
         if drops is not None:
-            instance_file(f"{name}{LOC}", setdir, repos / name, inst_dir, drop=drops[name])
+            instance_file(f"{name}{LOC}", setdir, repos / name, inst_dir, drop=drops[name],
+                          retrieval=retrieval)  # fmt: skip
             # instance_file wrote the tracker without those pull requests beside the instance
             org_loc.append(repo_entry(name, repos, inst_dir / f"{name}{LOC}.issues.json"))
     desc = f"the {len(sets)} dev sets' repositories in one instance"
@@ -127,6 +130,8 @@ def write_instances(
             conf: dict[str, Any] = {"description": desc, "repos": entries}
             if len(entries) > 1 and scopes:
                 conf["scopes"] = scopes
+            if retrieval:
+                conf["retrieval"] = retrieval
             text = yaml.safe_dump(conf, sort_keys=False)
             (inst_dir / f"{inst}.yaml").write_text(text)
 
@@ -244,7 +249,8 @@ async def run(args: argparse.Namespace) -> int:
         snapshot(source, repos / name, args.mirrors)
         if args.localize:
             drops[name] = frozenset(fix_prs(DEVSETS / name, source, args.mirrors).values())
-    write_instances(args.sets, repos, inst_dir, drops if args.localize else None)
+    settings = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set or [])}
+    write_instances(args.sets, repos, inst_dir, drops if args.localize else None, settings)
     cache = data / "cache" / "embeddings.sqlite"
     if args.cache and not cache.exists():
         cache.parent.mkdir(parents=True, exist_ok=True)
@@ -313,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="ask the org instance's questions as in a channel whose default is the "
                     "question's language team (a scope) or its own repository")  # fmt: skip
     ap.add_argument("--single", type=Path, help="single.json of an earlier run: not scored again")
+    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
+                    help="retrieval settings of every instance (e.g. reader=true)")
     return asyncio.run(run(ap.parse_args(argv)))
 
 

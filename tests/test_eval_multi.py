@@ -51,6 +51,17 @@ def test_without_drops_no_bug_report_instances(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "i").iterdir()) == ["devsets.yaml", "ky.yaml"]
 
 
+def test_settings_reach_every_instance(tmp_path: Path) -> None:
+    """``--set reader=true``: every instance written (own, bug-report twin, org) has it."""
+    repos, inst_dir = tmp_path / "repos", tmp_path / "i"
+    (repos / "ky").mkdir(parents=True)
+    eval_multi.write_instances(["ky"], repos, inst_dir, {"ky": frozenset()}, {"reader": True})
+    for name in ("ky", "ky-loc", "devsets", "devsets-loc"):
+        assert load_instance(inst_dir / f"{name}.yaml").retrieval.reader is True, name
+    eval_multi.write_instances(["ky"], repos, tmp_path / "j")
+    assert load_instance(tmp_path / "j" / "devsets.yaml").retrieval.reader is False
+
+
 def test_gold_pinned_to_its_repository() -> None:
     q = eval_multi.load_questions(eval_multi.DEVSETS / "ky" / "questions.yaml")[0]
     pinned = eval_multi.in_repo(q, "ky")
