@@ -9,10 +9,12 @@ real, already indexed instance three times: reader off; reader on with no passag
 (neither remembered nor in the embedding cache: every question's top 12 read, the cold cost);
 reader on after a build read every chunk ahead (``core/embed/reading.py``; memory emptied before
 each question, so the vectors come from the cache file: what a question costs after a restart).
-With ``--store`` a PostgreSQL URL (the instance indexed there), a fourth arm: reader on with the
-data folder's cache emptied before each question but the database's shared vectors full
-(``rx_vectors``): what a server on another machine than the builder pays. The build's reading
-time is printed too. Also the first source's score, which a support channel's
+With ``--store`` a PostgreSQL URL (the instance indexed there), the third arm is kept off the
+database's shared vectors (``rx_vectors``: the vectors come from the cache file, as above), and a
+fourth arm runs: reader on with the data folder's cache emptied before each question but the
+database's shared vectors full — what a server on another machine than the builder pays. It
+deletes every reader vector from that database first (use a database of its own). The build's
+reading time is printed too. Also the first source's score, which a support channel's
 ``min_score`` is measured against: the reader's ranker scores on its own scale. Prints the median
 and p95 of the retrieval time and of the reader's own share, and the ratios against "off", run in
 the same process. Run it on an otherwise idle machine: the reader's forward pass takes whatever
@@ -88,6 +90,8 @@ async def run(args: argparse.Namespace) -> int:
                 rate = built.chunks_read / max(built.read_seconds, 1e-9)
                 print(f"the build read {built.chunks_read} chunks ahead in "
                       f"{built.read_seconds:.0f} s ({rate:.1f} chunks/s)")  # fmt: skip
+            live = await app.reader(args.instance)  # the build the arms below read
+            live.shared_vectors = app.store.shared_vectors if label.endswith(")") else None
             total, reader, top = [], [], []
             for q in qs:
                 reading.MEMO.vectors.clear()

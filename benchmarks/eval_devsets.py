@@ -190,6 +190,14 @@ def instance_file(
     (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
 
 
+def setting(kv: str) -> tuple[str, Any]:
+    """One ``--set KEY=VALUE``: the key, and the value read as YAML (``true``, ``0.5``)."""
+    key, eq, value = kv.partition("=")
+    if not eq or not key:
+        raise argparse.ArgumentTypeError(f"--set wants KEY=VALUE (e.g. reader=true), got {kv!r}")
+    return key, yaml.safe_load(value)
+
+
 def shipped_sets() -> list[str]:
     """The sets whose tuning halves the shipped ranker was fitted on (its ``fitted_on``)."""
     info = json.loads((ROOT / "core" / "retrieve" / "ranker.json").read_text())["info"]
@@ -266,7 +274,7 @@ async def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     sets = args.sets
     fixes: dict[str, dict[str, int]] = {}
-    settings = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set or [])}
+    settings = dict(args.set or [])
     # Every instance first (the leave-one-set-out fits read the other sets' instances), then the
     # held-out models, written into each set's own instances.
     for loso in (False, True) if args.loso else (False,):
@@ -341,7 +349,7 @@ def main() -> int:
                     help="score each tuning half with models that never saw it: fitted on the "
                     "shipped ranker's other sets (leave one set out), or the shipped ones for a "
                     "set they were not fitted on")  # fmt: skip
-    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
+    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE", type=setting,
                     help="retrieval settings for every set, e.g. ranker=hybrid")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))
 

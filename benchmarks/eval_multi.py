@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_devsets import DEVSETS, LOC, fix_prs, instance_file, snapshot  # noqa: E402
+from eval_devsets import DEVSETS, LOC, fix_prs, instance_file, setting, snapshot  # noqa: E402
 from eval_devsets import SETS as DEFAULT_SETS  # noqa: E402
 
 from core.config import Settings  # noqa: E402
@@ -249,7 +249,7 @@ async def run(args: argparse.Namespace) -> int:
         snapshot(source, repos / name, args.mirrors)
         if args.localize:
             drops[name] = frozenset(fix_prs(DEVSETS / name, source, args.mirrors).values())
-    settings = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.set or [])}
+    settings = dict(args.set or [])
     write_instances(args.sets, repos, inst_dir, drops if args.localize else None, settings)
     cache = data / "cache" / "embeddings.sqlite"
     if args.cache and not cache.exists():
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="ask the org instance's questions as in a channel whose default is the "
                     "question's language team (a scope) or its own repository")  # fmt: skip
     ap.add_argument("--single", type=Path, help="single.json of an earlier run: not scored again")
-    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE",
+    ap.add_argument("--set", nargs="*", metavar="KEY=VALUE", type=setting,
                     help="retrieval settings of every instance (e.g. reader=true)")
     return asyncio.run(run(ap.parse_args(argv)))
 

@@ -62,6 +62,15 @@ def test_settings_reach_every_instance(tmp_path: Path) -> None:
     assert load_instance(tmp_path / "j" / "devsets.yaml").retrieval.reader is False
 
 
+def test_a_setting_without_a_value_is_one_line_naming_it() -> None:
+    import argparse
+
+    assert eval_multi.setting("reader=true") == ("reader", True)
+    assert eval_multi.setting("ranker=hybrid") == ("ranker", "hybrid")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"KEY=VALUE .*got 'reader'"):
+        eval_multi.setting("reader")
+
+
 def test_gold_pinned_to_its_repository() -> None:
     q = eval_multi.load_questions(eval_multi.DEVSETS / "ky" / "questions.yaml")[0]
     pinned = eval_multi.in_repo(q, "ky")

@@ -6,6 +6,7 @@ nothing but time, and fails a build. A real server (tests/pg.py), one fresh data
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from helpers import FakeApp
 
 from core.embed import reading
-from core.embed.reader import shared
+from core.embed.reader import PASSAGE_TOKENS, shared
 from core.embed.reading import Memo
 from core.embed.service import text_hash
 from core.errors import StoreError
@@ -52,22 +53,50 @@ async def distinct_texts(app: FakeApp) -> set[str]:
 
 
 @pytest.mark.asyncio
-async def test_shared_vectors_keep_the_first_and_check_their_size(pg_url: str) -> None:
+async def test_shared_vectors_keep_the_first_and_replace_a_damaged_one(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     db = Database(pg_url)
     v = PgVectors(db)
     try:
         a, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
-        assert await v.missing("m", []) == set() and await v.get("m", [], 4) == {}
+        assert await v.missing("m", [], 4) == set() and await v.get("m", [], 4) == {}
         await v.put("m", [("h1", a)])
         await v.put("m", [("h1", b), ("h2", b)])  # h1 is kept as it was
-        assert await v.missing("m", ["h1", "h2", "h3"]) == {"h3"}
-        assert await v.missing("other", ["h1"]) == {"h1"}  # by model
+        assert await v.missing("m", ["h1", "h2", "h3"], 4) == {"h3"}
+        assert await v.missing("other", ["h1"], 4) == {"h1"}  # by model
         got = await v.get("m", ["h1", "h2", "h3"], 4)
         assert set(got) == {"h1", "h2"} and np.array_equal(got["h1"], a)
-        with pytest.raises(StoreError, match=r"vector of 4 floats for model 'm', expected 8"):
-            await v.get("m", ["h1"], 8)
+        # A row of the wrong size (damaged by hand): missing, left out with a warning, and
+        # replaced by the next writer.
+        pool = await db.pool()
+        await pool.execute("UPDATE rx_vectors SET vec = '\\x0102'::bytea WHERE hash = 'h2'")
+        assert await v.missing("m", ["h1", "h2"], 4) == {"h2"}
+        with caplog.at_level(logging.WARNING, logger="core.store.postgres.vectors"):
+            assert set(await v.get("m", ["h1", "h2"], 4)) == {"h1"}
+        assert any("h2" in m and "2 bytes, expected 16" in m for m in caplog.messages)
+        await v.put("m", [("h2", a)])
+        assert np.array_equal((await v.get("m", ["h2"], 4))["h2"], a)
     finally:
         await db.close()
+
+
+@pytest.mark.asyncio
+async def test_two_writers_of_the_same_vectors_at_once_both_finish(pg_url: str) -> None:
+    """Two builds keeping overlapping vectors at the same moment (two instances sharing files),
+    given in opposite orders: neither waits on the other in a cycle (no deadlock error)."""
+    dbs = [Database(pg_url), Database(pg_url)]
+    try:
+        rng = np.random.default_rng(3)
+        items = [(f"h{i:04d}", rng.normal(size=8).astype(np.float32)) for i in range(1500)]
+        writers = [PgVectors(d) for d in dbs]
+        for _ in range(5):
+            await (await dbs[0].pool()).execute("DELETE FROM rx_vectors")
+            await asyncio.gather(writers[0].put("m", items), writers[1].put("m", items[::-1]))
+        assert await writers[0].missing("m", [h for h, _ in items], 8) == set()
+    finally:
+        for d in dbs:
+            await d.close()
 
 
 @pytest.mark.asyncio
@@ -85,6 +114,20 @@ async def test_a_server_on_another_data_folder_reads_no_passage(
         texts = await distinct_texts(builder)
         assert built.chunks_read == len(texts) > 0
         assert await shared_count(pg_url) == len(texts)
+        # what the database keeps is what the builder read, under each text's own hash
+        reader = shared()
+        hashes = [text_hash(t) for t in sorted(texts)]
+        mine = await builder.svc.run(
+            lambda _: builder.svc.cached_get(reader.name, hashes, reader.hidden))
+        db = Database(pg_url)
+        try:
+            kept = await PgVectors(db).get(reader.name, hashes, reader.hidden)
+        finally:
+            await db.close()
+        assert set(kept) == set(mine) == set(hashes)
+        assert all(np.array_equal(kept[h], mine[h]) for h in hashes)
+        fresh = reader.vectors([reader.ids(t, False, PASSAGE_TOKENS) for t in sorted(texts)[:3]])
+        assert np.allclose(np.stack([kept[h] for h in hashes[:3]]), fresh, atol=1e-5)
         there = await builder.retrieve("widget", QUESTION)
         reading.MEMO.vectors.clear()  # the other process remembers nothing
         await server.preload()
@@ -94,9 +137,7 @@ async def test_a_server_on_another_data_folder_reads_no_passage(
         assert reading.MEMO.passages_read == before  # every passage came from the database
         assert [(s.path, s.start_line, round(s.score, 5)) for s in here.sources] == [
             (s.path, s.start_line, round(s.score, 5)) for s in there.sources]  # fmt: skip
-        reader = shared()
         local = server.svc  # its own cache got none of them: they were only remembered
-        hashes = [text_hash(t) for t in texts]
         got = await local.run(lambda _: local.cached_has(reader.name, hashes))
         assert got == set()
         assert (await builder.index("widget")).chunks_read == 0  # nothing new to read or keep

@@ -105,7 +105,9 @@ class RetrievalConfig(StrictModel):
         "of a default, so it is off (2026-12-07, benchmarks/results/devsets/variants/"
         "prompts-2026-12-07c). The build reads every chunk ahead (about 12 a second on two "
         "cores; a first build takes about three times as long) and a question then costs "
-        "about 30 ms more (benchmarks/bench_reader.py; prompts-2026-12-07d).",
+        "about 30 ms more (benchmarks/bench_reader.py; prompts-2026-12-07d). The vectors it "
+        "read are kept in the data folder's embedding cache and, with a PostgreSQL store, in "
+        "the database for every process (rx_vectors).",
     )
     kinds_file: Path | None = Field(
         default=None,

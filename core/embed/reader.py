@@ -238,10 +238,10 @@ _SHARED_LOCK = threading.Lock()
 
 
 def loaded(weights: Path = WEIGHTS, engine: str = "fp32") -> Reader | None:
-    """The reader :func:`shared` has loaded in this process, or None (nothing is loaded here:
-    callable from the event loop)."""
-    with _SHARED_LOCK:
-        got = _SHARED.get((weights, engine))
+    """The reader :func:`shared` has loaded in this process, or None. Never waits (callable
+    from the event loop): not for the lock either, which :func:`shared` holds while it loads —
+    a dictionary read is atomic."""
+    got = _SHARED.get((weights, engine))
     return got if isinstance(got, Reader) else None
 
 

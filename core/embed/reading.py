@@ -186,7 +186,7 @@ async def read_ahead(
     by_hash = {text_hash(t): t for t in uniq}
     need = list(by_hash)
     if vectors is not None:
-        lacking = await vectors.missing(reader.name, need)
+        lacking = await vectors.missing(reader.name, need, reader.hidden)
         need = [h for h in need if h in lacking]
     cached = await svc.run(lambda _: svc.cached_has(reader.name, need), background=True)
     todo = [h for h in need if h not in cached]

@@ -92,16 +92,18 @@ class SharedVectors(Protocol):
     A local store has none (``shared_vectors`` is None): its processes share the data folder's
     embedding cache. Failures are :class:`~core.errors.StoreError`."""
 
-    async def missing(self, model: str, hashes: Sequence[str]) -> set[str]:
-        """Which of ``hashes`` have no vector of ``model``."""
+    async def missing(self, model: str, hashes: Sequence[str], dim: int) -> set[str]:
+        """Which of ``hashes`` have no vector of ``model`` (of ``dim`` floats)."""
         ...
 
     async def get(self, model: str, hashes: Sequence[str], dim: int) -> dict[str, np.ndarray]:
-        """The vectors of ``model`` kept for ``hashes`` (those it has), float32 of ``dim``."""
+        """The vectors of ``model`` kept for ``hashes`` (those it has), float32 of ``dim``; one
+        of another size is damaged: left out, as if missing."""
         ...
 
     async def put(self, model: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        """Keep ``model``'s vectors by text hash (one already kept stays as it is)."""
+        """Keep ``model``'s vectors by text hash (one already kept stays as it is, unless its
+        size is wrong)."""
         ...
 
 

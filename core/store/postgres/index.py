@@ -71,7 +71,7 @@ class PgReader:
 
     def __init__(self, pool: asyncpg.Pool, build_id: str, meta: dict[str, Any],
                  sizes: dict[str, int], hnsw: set[Collection],
-                 vectors: SharedVectors | None = None) -> None:  # fmt: skip
+                 vectors: SharedVectors | None) -> None:  # fmt: skip
         self.pool = pool
         self.shared_vectors = vectors  # the deployment's shared vectors (rx_vectors)
         self.build_id = build_id
