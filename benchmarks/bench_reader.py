@@ -90,12 +90,13 @@ async def run(args: argparse.Namespace) -> int:
                 rate = built.chunks_read / max(built.read_seconds, 1e-9)
                 print(f"the build read {built.chunks_read} chunks ahead in "
                       f"{built.read_seconds:.0f} s ({rate:.1f} chunks/s)")  # fmt: skip
-            live = await app.reader(args.instance)  # the build the arms below read
-            live.shared_vectors = app.store.shared_vectors if label.endswith(")") else None
+            from_db = label.endswith("(PostgreSQL)")  # only this arm reads the shared vectors
+            live = await app.reader(args.instance)  # the build the arm reads
+            live.shared_vectors = app.store.shared_vectors if from_db else None
             total, reader, top = [], [], []
             for q in qs:
                 reading.MEMO.vectors.clear()
-                if label.endswith("before") or label.endswith("(PostgreSQL)"):
+                if label.endswith("before") or from_db:
                     forget(cache)
                 t = time.perf_counter()
                 r = await app.retrieve(args.instance, q)

@@ -57,7 +57,7 @@ class Database:
                         server_settings={"hnsw.ef_search": str(EF_SEARCH)},
                     )  # fmt: skip
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-                    raise StoreError(f"{self.where}: cannot connect: {_why(e)}") from None
+                    raise StoreError(f"{self.where}: cannot connect: {why(e)}") from None
         assert self._pool is not None
         return self._pool
 
@@ -70,7 +70,7 @@ class Database:
         try:
             conn = await asyncpg.connect(self.url)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-            raise StoreError(f"{self.where}: cannot connect: {_why(e)}") from None
+            raise StoreError(f"{self.where}: cannot connect: {why(e)}") from None
         try:
             if migrate_first:
                 from core.store.postgres.schema import MIGRATIONS
@@ -90,7 +90,7 @@ class Database:
             self._pool = None
 
 
-def _why(e: BaseException) -> str:
+def why(e: BaseException) -> str:
     """An error's text without anything from the URL (asyncpg's messages hold no password)."""
     return f"{type(e).__name__}: {e}".strip()
 

@@ -24,7 +24,7 @@ import asyncpg
 import numpy as np
 
 from core.errors import StoreError
-from core.store.postgres.db import Database
+from core.store.postgres.db import Database, why
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class PgVectors:
     async def missing(self, model: str, hashes: Sequence[str], dim: int) -> set[str]:
         if not hashes:
             return set()
-        got = await self._fetch(
+        got = await self._query(
             "SELECT hash FROM rx_vectors WHERE model = $1 AND hash = ANY($2::text[]) "
             "AND octet_length(vec) = $3",
             model, list(hashes), 4 * dim,
@@ -50,7 +50,7 @@ class PgVectors:
     async def get(self, model: str, hashes: Sequence[str], dim: int) -> dict[str, np.ndarray]:
         if not hashes:
             return {}
-        got = await self._fetch(
+        got = await self._query(
             "SELECT hash, vec FROM rx_vectors WHERE model = $1 AND hash = ANY($2::text[])",
             model, list(hashes),
         )  # fmt: skip
@@ -69,7 +69,7 @@ class PgVectors:
         rows = sorted(dict(items).items())
         for i in range(0, len(rows), PUT_BATCH):
             part = rows[i : i + PUT_BATCH]
-            await self._execute(
+            await self._query(
                 "INSERT INTO rx_vectors AS t (model, hash, vec) "
                 "SELECT $1, h, v FROM unnest($2::text[], $3::bytea[]) AS n(h, v) "
                 "ON CONFLICT (model, hash) DO UPDATE SET vec = EXCLUDED.vec "
@@ -78,16 +78,10 @@ class PgVectors:
                 [np.ascontiguousarray(v, np.float32).tobytes() for _, v in part],
             )  # fmt: skip
 
-    async def _fetch(self, sql: str, *args: object) -> list[asyncpg.Record]:
+    async def _query(self, sql: str, *args: object) -> list[asyncpg.Record]:
+        """One statement's rows (none for an INSERT); a failure is the store's, URL masked."""
         pool = await self.db.pool()
         try:
             return list(await pool.fetch(sql, *args))
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-            raise StoreError(f"{self.db.where}: shared vectors: {type(e).__name__}: {e}") from None
-
-    async def _execute(self, sql: str, *args: object) -> None:
-        pool = await self.db.pool()
-        try:
-            await pool.execute(sql, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as e:
-            raise StoreError(f"{self.db.where}: shared vectors: {type(e).__name__}: {e}") from None
+            raise StoreError(f"{self.db.where}: shared vectors: {why(e)}") from None
