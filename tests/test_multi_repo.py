@@ -335,6 +335,37 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
 
 
 @pytest.mark.asyncio
+async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
+    tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    """``repo:server`` in the instance over both ranks the server's sources with the scores the
+    server's own instance gives them: BM25 and coverage use the server's statistics, not both
+    repositories' (the learned ranker was fitted on one-repository instances). In this small
+    world coverage is what would differ; BM25's own check is the store contract's
+    (``test_several_repositories_score_as_their_own_builds``)."""
+    repos, inst = world(tmp_path)
+    (inst / "server.yaml").write_text(
+        f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"
+        f"issues: {{file: {tmp_path / 'server-issues.json'}}}\n"
+    )
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await app.index("product")
+        await app.index("server")
+        for q in ("how does the server answer a request on a path?",
+                  "deploy the server with docker compose",
+                  "the server crashes when the path is empty"):  # fmt: skip
+            own = await app.search("server", q, k=6)
+            kept = await app.search("product", q, k=6, repo="server")
+            assert [(s.path, s.issue, s.start_line) for s in kept.sources] == [
+                (s.path, s.issue, s.start_line) for s in own.sources], q  # fmt: skip
+            assert [s.score for s in kept.sources] == pytest.approx(
+                [s.score for s in own.sources], rel=1e-6), q  # fmt: skip
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
 async def test_read_source_names_the_repo(product: dict[str, Any]) -> None:
     from core.errors import PathNotAllowed
 

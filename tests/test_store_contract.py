@@ -481,3 +481,56 @@ async def test_repositories_kept_apart(make_store: Callable[[], IndexStore]) -> 
         assert sorted((await r.links([12]))[12].files) == ["a.py", "b.py"]  # any repository
     finally:
         await r.close()
+
+
+A_DOCS = {"a1.md": "timeout retry", "a2.md": "timeout timeout widget", "a3.md": "widget colours"}
+B_DOCS = {f"b{i}.md": f"retry loop {w}" for i, w in enumerate(["one", "two", "three", "four"])}
+
+
+async def _docs_build(store: IndexStore, name: str, repos: dict[str, dict[str, str]]) -> Any:
+    chunks = [chunk("docs", f"{repo}:{p}", text, path=p, start_line=1, end_line=1, repo=repo)
+              for repo, files in repos.items() for p, text in files.items()]  # fmt: skip
+    async with store.writer(name) as w:
+        await w.add_chunks("docs", chunks, np.stack([unit(i) for i in range(len(chunks))]))
+        await w.add_units([Document("docs", c.doc_key, "", f"h-{c.doc_key}", path=c.path,
+                                    repo=c.repo) for c in chunks])  # fmt: skip
+        await w.set_meta("stamp", {"schema": store.schema})
+        await w.commit()
+    r = await store.open_live(name)
+    assert r is not None
+    return r
+
+
+@pytest.mark.asyncio
+async def test_several_repositories_score_as_their_own_builds(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    """In a build over several repositories, a row's BM25 score and its document's coverage
+    use its own repository's statistics (N, df, mean length): the ranker was fitted on
+    one-repository builds. Over both repositories, "retry" is common (b has it everywhere) and
+    would weigh nothing; in a's own build it is a's rarest term, so a1 ranks first."""
+    from core.retrieve.rank import coverage
+
+    store = make_store()
+    both = await _docs_build(store, "both", {"a": A_DOCS, "b": B_DOCS})
+    alone = await _docs_build(store, "a", {"a": A_DOCS})
+    try:
+        terms = ["timeout", "retry", "widget"]
+        one = {(await alone.chunks("docs", [h.row]))[h.row].path: h.score
+               for h in await alone.lexical("docs", terms, 10)}  # fmt: skip
+        hits = await both.lexical("docs", terms, 10)
+        rows = await both.chunks("docs", [h.row for h in hits])
+        mixed = {rows[h.row].path: h.score for h in hits if rows[h.row].repo == "a"}
+        assert max(one, key=one.__getitem__) == "a1.md"
+        assert mixed == pytest.approx(one, rel=1e-9)
+        a_rows = sorted(r for r, c in rows.items() if c.repo == "a")
+        held_one = await alone.doc_terms(terms, {"docs": list(range(3))})
+        held_both = await both.doc_terms(terms, {"docs": a_rows})
+        cov_one = {(await alone.chunks("docs", [r]))[r].path: v
+                   for (_, r), v in coverage(held_one).items()}  # fmt: skip
+        cov_both = {rows[r].path: v for (_, r), v in coverage(held_both).items()}
+        assert cov_both == pytest.approx(cov_one, rel=1e-9) and cov_one["a1.md"] > 0
+        assert held_both.df == {"timeout": 2, "retry": 5, "widget": 2}  # df stays the build's
+    finally:
+        await both.close()
+        await alone.close()

@@ -13,13 +13,20 @@ token count; a question reads the postings of its terms and sums, per row,
 — FTS5's own formula and constants (``fts5Bm25Function``): a few milliseconds whatever the
 number of matches. The local store keeps the tokens of its FTS5 table (``local_index.py``); the
 PostgreSQL store the lexical tokens as they are.
+
+In an instance over several repositories, N, df and avgdl are each row's *repository's*
+(:func:`repo_groups`): a row scores as it does in its repository's own instance — the
+statistics the learned ranker was fitted on — whichever repositories share the build. With all
+twenty dev-set repositories in one build, a question filtered to one of them (commander) ranked
+``Command.helpInformation`` third by BM25 instead of first: "terminal", "width" and "wrap" weigh
+differently over twenty repositories' code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -75,13 +82,52 @@ def postings(
     yield lengths
 
 
-class Bm25:
-    """One collection's statistics: each row's token count, their mean."""
+def repo_groups(
+    rows: Iterable[tuple[str, int, str]], sizes: Mapping[str, int]
+) -> dict[str, np.ndarray] | None:
+    """Per collection, each row's repository as a number (the same in every collection), from
+    ``(collection, row, repository)``; ``sizes``: rows per collection. None when the build
+    holds one repository: the statistics are then the collection's, as they always were."""
+    ids: dict[str, int] = {}
+    out = {c: np.zeros(n, np.int32) for c, n in sizes.items()}
+    for coll, row, repo in rows:
+        arr = out.get(coll)
+        if arr is not None and 0 <= row < len(arr):
+            arr[row] = ids.setdefault(repo, len(ids))
+    return out if len(ids) > 1 else None
 
-    def __init__(self, lengths: np.ndarray) -> None:
+
+class Bm25:
+    """One collection's statistics: each row's token count, their mean — per repository when
+    ``groups`` (each row's repository, :func:`repo_groups`) is given."""
+
+    def __init__(self, lengths: np.ndarray, groups: np.ndarray | None = None) -> None:
         self.lengths = lengths.astype(np.float64)
         self.n = len(lengths)
         self.avgdl = float(self.lengths.mean()) if self.n else 0.0
+        self.groups: np.ndarray | None = None
+        if groups is not None and len(groups) == self.n and self.n:
+            self.groups = groups.astype(np.intp)
+            self.group_n = np.bincount(self.groups).astype(np.float64)
+            total = np.bincount(self.groups, self.lengths)
+            self.group_avgdl = np.divide(total, self.group_n, out=np.ones_like(total),
+                                         where=self.group_n > 0)  # fmt: skip
+
+    def _weights(self, rows: np.ndarray, tfs: np.ndarray) -> np.ndarray:
+        tf = tfs.astype(np.float64)
+        if self.groups is None:
+            df = len(rows)
+            idf = math.log((self.n - df + 0.5) / (df + 0.5))
+            idf = idf if idf > 0 else 1e-6
+            norm = K1 * (1 - B + B * self.lengths[rows] / self.avgdl)
+            return idf * tf * (K1 + 1) / (tf + norm)
+        g = self.groups[rows]  # each row's repository: its N, df and avgdl
+        n = self.group_n
+        dfs = np.bincount(g, minlength=len(n)).astype(np.float64)
+        idfs = np.log((n - dfs + 0.5) / (dfs + 0.5))
+        idfs[~(idfs > 0)] = 1e-6
+        norm = K1 * (1 - B + B * self.lengths[rows] / self.group_avgdl[g])
+        return np.asarray(idfs[g] * tf * (K1 + 1) / (tf + norm))
 
     def top(
         self, terms: Sequence[str], found: dict[str, tuple[np.ndarray, np.ndarray]], n: int
@@ -95,13 +141,8 @@ class Bm25:
             if t not in found:
                 continue
             rows, tfs = found[t]
-            df = len(rows)
-            idf = math.log((self.n - df + 0.5) / (df + 0.5))
-            idf = idf if idf > 0 else 1e-6
-            tf = tfs.astype(np.float64)
-            norm = K1 * (1 - B + B * self.lengths[rows] / self.avgdl)
             rows_all.append(rows)
-            weights.append(idf * tf * (K1 + 1) / (tf + norm))
+            weights.append(self._weights(rows, tfs))
         if not rows_all:
             return []
         rows = np.concatenate(rows_all)

@@ -36,7 +36,7 @@ import numpy as np
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
-from core.store.bm25 import Bm25, on_search_thread
+from core.store.bm25 import Bm25, on_search_thread, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
 from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
@@ -86,13 +86,18 @@ class LocalReader:
             vectors = await asyncio.to_thread(load_vectors, path, rows, dim)
             reader = cls(path, db, vectors)
             reader.meta = meta
-            sql = "SELECT collection, row, path, issue, doc_key, kind FROM chunks"
+            sql = "SELECT collection, row, path, issue, doc_key, kind, repo FROM chunks"
             async with db.execute(sql) as cur:
                 located = list(await cur.fetchall())
             reader._lookups = await asyncio.to_thread(Lookups.of, [r[:4] for r in located])
-            reader._docs = await asyncio.to_thread(
-                DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _ in located], rows
+            # several repositories: BM25 and coverage per repository (bm25.repo_groups)
+            groups = await asyncio.to_thread(
+                repo_groups, [(str(c), int(r), str(g)) for c, r, *_, g in located], rows
             )
+            reader._docs = await asyncio.to_thread(
+                DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _, _ in located], rows,
+                groups,
+            )  # fmt: skip
             async with db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'lexstats'"
             ) as cur:
@@ -100,9 +105,12 @@ class LocalReader:
             if has_postings:
                 async with db.execute("SELECT collection, lengths FROM lexstats") as cur:
                     for coll, blob in await cur.fetchall():
-                        reader._bm25[str(coll)] = Bm25(np.frombuffer(blob, np.int32))
+                        reader._bm25[str(coll)] = Bm25(
+                            np.frombuffer(blob, np.int32),
+                            groups.get(str(coll)) if groups else None,
+                        )
             if "code" in vectors:  # flags for retrieval's test_penalty, computed once
-                code = [(int(r), p, kind) for c, r, p, _, _, kind in located if c == "code"]
+                code = [(int(r), p, kind) for c, r, p, _, _, kind, _ in located if c == "code"]
                 reader._tests = await asyncio.to_thread(test_flags, code, len(vectors["code"]))
         except BaseException:
             await db.close()

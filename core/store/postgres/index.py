@@ -30,7 +30,7 @@ import numpy as np
 from core.errors import IndexError_
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
 from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
-from core.store.bm25 import Bm25, on_search_thread, read_postings
+from core.store.bm25 import Bm25, on_search_thread, read_postings, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
     CHUNK_COLS,
@@ -347,15 +347,21 @@ class PostgresStore:
         }  # fmt: skip
         reader = PgReader(pool, build_id, dict(json_value(row[1])), sizes, hnsw,
                           self.shared_vectors)  # fmt: skip
+        located = [
+            (c, int(r), str(k), str(g)) for c in COLLECTIONS if sizes.get(c)
+            for r, k, g in await reader._fetch(
+                f"SELECT row, doc_key, repo FROM {table(build_id, c)}")
+        ]  # fmt: skip
+        # several repositories: BM25 and coverage per repository (bm25.repo_groups)
+        groups = await asyncio.to_thread(repo_groups, [(c, r, g) for c, r, _, g in located], sizes)
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
-            reader._bm25[str(coll)] = Bm25(np.frombuffer(bytes(blob), np.int32))
-        located = [
-            (c, int(r), str(k)) for c in COLLECTIONS if sizes.get(c)
-            for r, k in await reader._fetch(f"SELECT row, doc_key FROM {table(build_id, c)}")
-        ]  # fmt: skip
-        reader._docs = await asyncio.to_thread(DocMap.of, located, sizes)
+            reader._bm25[str(coll)] = Bm25(np.frombuffer(bytes(blob), np.int32),
+                                           groups.get(str(coll)) if groups else None)  # fmt: skip
+        reader._docs = await asyncio.to_thread(
+            DocMap.of, [(c, r, k) for c, r, k, _ in located], sizes, groups
+        )
         if sizes.get("code"):  # flags for retrieval's test_penalty, computed once
             got = await reader._fetch(f"SELECT row, path, kind FROM {table(build_id, 'code')}")
             reader._tests = await asyncio.to_thread(
