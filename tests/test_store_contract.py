@@ -502,13 +502,14 @@ async def _docs_build(store: IndexStore, name: str, repos: dict[str, dict[str, s
 
 
 @pytest.mark.asyncio
-async def test_several_repositories_score_as_their_own_builds(
+async def test_a_filter_scores_as_its_repositories_own_build(
     make_store: Callable[[], IndexStore],
 ) -> None:
-    """In a build over several repositories, a row's BM25 score and its document's coverage
-    use its own repository's statistics (N, df, mean length): the ranker was fitted on
-    one-repository builds. Over both repositories, "retry" is common (b has it everywhere) and
-    would weigh nothing; in a's own build it is a's rarest term, so a1 ranks first."""
+    """In a build over several repositories, lexical search and document counts filtered to
+    some of them use those repositories' statistics (N, df, mean length), as their own build
+    would — the learned ranker was fitted on one-repository builds. Over both repositories
+    "retry" is common (b has it everywhere) and weighs nothing; in a's own build it is a's
+    rarest term, so a1 ranks first. Without a filter, the build's statistics."""
     from core.retrieve.rank import coverage
 
     store = make_store()
@@ -516,21 +517,29 @@ async def test_several_repositories_score_as_their_own_builds(
     alone = await _docs_build(store, "a", {"a": A_DOCS})
     try:
         terms = ["timeout", "retry", "widget"]
-        one = {(await alone.chunks("docs", [h.row]))[h.row].path: h.score
-               for h in await alone.lexical("docs", terms, 10)}  # fmt: skip
-        hits = await both.lexical("docs", terms, 10)
-        rows = await both.chunks("docs", [h.row for h in hits])
-        mixed = {rows[h.row].path: h.score for h in hits if rows[h.row].repo == "a"}
+
+        async def scores(r: Any, hits: list[Any]) -> dict[str, float]:
+            rows = await r.chunks("docs", [h.row for h in hits])
+            return {rows[h.row].path: h.score for h in hits}
+
+        one = await scores(alone, await alone.lexical("docs", terms, 10))
+        kept = await scores(both, await both.lexical("docs", terms, 10, ("a",)))
         assert max(one, key=one.__getitem__) == "a1.md"
-        assert mixed == pytest.approx(one, rel=1e-9)
-        a_rows = sorted(r for r, c in rows.items() if c.repo == "a")
+        assert kept == pytest.approx(one, rel=1e-9)
+        every = await scores(both, await both.lexical("docs", terms, 10))
+        assert len(every) == 7 and max(every, key=every.__getitem__) != "a1.md"
+        assert await both.lexical("docs", terms, 10, ("nope",)) == []  # keeps nothing
+        a_rows = {c.path: r for r, c in (await both.chunks("docs", range(7))).items()
+                  if c.repo == "a"}  # fmt: skip
         held_one = await alone.doc_terms(terms, {"docs": list(range(3))})
-        held_both = await both.doc_terms(terms, {"docs": a_rows})
-        cov_one = {(await alone.chunks("docs", [r]))[r].path: v
-                   for (_, r), v in coverage(held_one).items()}  # fmt: skip
-        cov_both = {rows[r].path: v for (_, r), v in coverage(held_both).items()}
-        assert cov_both == pytest.approx(cov_one, rel=1e-9) and cov_one["a1.md"] > 0
-        assert held_both.df == {"timeout": 2, "retry": 5, "widget": 2}  # df stays the build's
+        held_kept = await both.doc_terms(terms, {"docs": sorted(a_rows.values())}, ("a",))
+        assert (held_kept.docs, held_kept.df) == (held_one.docs, held_one.df) == (
+            3, {"timeout": 2, "retry": 1, "widget": 2})  # fmt: skip
+        by_path = {p: coverage(held_kept)[("docs", r)] for p, r in a_rows.items()}
+        paths = {r: c.path for r, c in (await alone.chunks("docs", range(3))).items()}
+        assert by_path == pytest.approx({paths[r]: v for (_, r), v in coverage(held_one).items()})
+        held_all = await both.doc_terms(terms, {"docs": []})
+        assert (held_all.docs, held_all.df) == (7, {"timeout": 2, "retry": 5, "widget": 2})
     finally:
         await both.close()
         await alone.close()

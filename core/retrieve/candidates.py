@@ -251,7 +251,7 @@ async def find(
         if opt.mode in ("full", "dense", "rrf"):
             dense[c] = await reader.dense(c, q, n)
         if opt.mode in ("full", "bm25", "rrf") and terms:
-            lex[c] = await reader.lexical(c, terms, n)
+            lex[c] = await reader.lexical(c, terms, n, opt.keep)
         if opt.keep:  # a filter: the kept repositories' rows, scored as their own pool
             dense[c], lex[c], exact[c] = await _kept(
                 reader, c, opt.keep, cfg.candidates, dense.get(c, []), lex.get(c, []),

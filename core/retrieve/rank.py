@@ -103,33 +103,12 @@ class Context:
 def coverage(held: DocTerms) -> dict[tuple[str, int], float]:
     """Per candidate, the idf-weighted share of the question's lexical terms that its whole
     document holds (any of its chunks: what grep sees of a file), idf = ln(1 + documents /
-    documents holding the term) over every collection; terms no document holds are left out.
-    A build over several repositories: the documents and idf of the candidate's repository
-    (as its own instance weighs them)."""
-    if held.repo_docs:
-        return _repo_coverage(held)
+    documents holding the term) over every collection; terms no document holds are left out."""
     idf = {t: math.log(1 + held.docs / n) for t, n in held.df.items() if n}
     total = sum(idf.values())
     if not total:
         return {}
     return {k: sum(idf.get(t, 0.0) for t in ts) / total for k, ts in held.held.items()}
-
-
-def _repo_coverage(held: DocTerms) -> dict[tuple[str, int], float]:
-    idfs: dict[int, tuple[dict[str, float], float]] = {}
-    out: dict[tuple[str, int], float] = {}
-    for k, ts in held.held.items():
-        g = held.repo_of.get(k)
-        if g is None:
-            continue
-        if g not in idfs:
-            docs = held.repo_docs[g]
-            idf = {t: math.log(1 + docs / per[g]) for t, per in held.repo_df.items() if per[g]}
-            idfs[g] = idf, sum(idf.values())
-        idf, total = idfs[g]
-        if total:
-            out[k] = sum(idf.get(t, 0.0) for t in ts) / total
-    return out
 
 
 def _overlap(a: set[str], b: set[str]) -> float:

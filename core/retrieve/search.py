@@ -129,7 +129,7 @@ async def candidates(
     context = None
     if opt.mode == "full":
         rows = {c: [h.row for h in hs] for c, hs in found.hits.items()}
-        held = await reader.doc_terms(lexical_terms(question, route, extra), rows)
+        held = await reader.doc_terms(lexical_terms(question, route, extra), rows, opt.keep)
         context = Context.of(question, extra, route, probs, lang, coverage(held))
     return Pool(found, route, context, opt.weights_for(route.weights), translation)
 

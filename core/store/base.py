@@ -131,17 +131,23 @@ class BuildReader(Protocol):
         """Cosine similarity of ``query`` with each of ``rows``, in that order."""
         ...
 
-    async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+    async def lexical(
+        self, collection: Collection, terms: Sequence[str], n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
         """BM25 top ``n`` of the rows whose lexical form holds any of ``terms`` (lexical tokens,
-        ``core.lexical.query_terms``), best first; scores ≥ 0, higher is better."""
+        ``core.lexical.query_terms``), best first; scores ≥ 0, higher is better. ``repos`` (a
+        filter, in a build over several): only their rows, scored with their statistics — N,
+        df, mean length — as their own build would (``bm25.py``)."""
         ...
 
     async def doc_terms(
-        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
-    ) -> DocTerms:
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]],
+        repos: Sequence[str] = (),
+    ) -> DocTerms:  # fmt: skip
         """For lexical ``terms`` (as ``lexical`` takes them): how many documents of the build
-        hold each, and which of them the document of each of ``rows`` holds in any of its
-        chunks (``doc_terms.py``; what the ranker's coverage feature reads)."""
+        (of ``repos``, a filter's, when given) hold each, and which of them the document of
+        each of ``rows`` holds in any of its chunks (``doc_terms.py``; what the ranker's
+        coverage feature reads)."""
         ...
 
     def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:

@@ -14,12 +14,12 @@ token count; a question reads the postings of its terms and sums, per row,
 number of matches. The local store keeps the tokens of its FTS5 table (``local_index.py``); the
 PostgreSQL store the lexical tokens as they are.
 
-In an instance over several repositories, N, df and avgdl are each row's *repository's*
-(:func:`repo_groups`): a row scores as it does in its repository's own instance — the
-statistics the learned ranker was fitted on — whichever repositories share the build. With all
-twenty dev-set repositories in one build, a question filtered to one of them (commander) ranked
-``Command.helpInformation`` third by BM25 instead of first: "terminal", "width" and "wrap" weigh
-differently over twenty repositories' code.
+A question filtered to some repositories of an instance over several (``repo:NAME``, a scope,
+a channel's default) is scored with *those repositories'* N, df and avgdl
+(:func:`repo_groups`): as their own instance would score it — the statistics the learned ranker
+was fitted on. With the twenty dev-set repositories in one build, ``repo:commander`` ranked
+``Command.helpInformation`` third by BM25, not first: "terminal", "width" and "wrap" weighed as
+twenty repositories' code has them. Without a filter the build's statistics serve.
 """
 
 from __future__ import annotations
@@ -84,65 +84,82 @@ def postings(
 
 def repo_groups(
     rows: Iterable[tuple[str, int, str]], sizes: Mapping[str, int]
-) -> dict[str, np.ndarray] | None:
-    """Per collection, each row's repository as a number (the same in every collection), from
-    ``(collection, row, repository)``; ``sizes``: rows per collection. None when the build
-    holds one repository: the statistics are then the collection's, as they always were."""
+) -> tuple[dict[str, np.ndarray], dict[str, int]] | None:
+    """Per collection, each row's repository as a number (the same in every collection), and
+    the numbers by name, from ``(collection, row, repository)``; ``sizes``: rows per
+    collection. None when the build holds one repository."""
     ids: dict[str, int] = {}
     out = {c: np.zeros(n, np.int32) for c, n in sizes.items()}
     for coll, row, repo in rows:
         arr = out.get(coll)
         if arr is not None and 0 <= row < len(arr):
             arr[row] = ids.setdefault(repo, len(ids))
-    return out if len(ids) > 1 else None
+    return (out, ids) if len(ids) > 1 else None
+
+
+def kept_ids(ids: Mapping[str, int], repos: Sequence[str]) -> list[int] | None:
+    """A filter's repositories as :func:`repo_groups`' numbers; None without a filter or in a
+    build of one repository (every row: the build's statistics)."""
+    if not repos or not ids:
+        return None
+    return [ids[r] for r in repos if r in ids]
 
 
 class Bm25:
-    """One collection's statistics: each row's token count, their mean — per repository when
-    ``groups`` (each row's repository, :func:`repo_groups`) is given."""
+    """One collection's statistics: each row's token count, their mean; with ``groups`` (each
+    row's repository, :func:`repo_groups`) also those of any repositories kept by a filter."""
 
     def __init__(self, lengths: np.ndarray, groups: np.ndarray | None = None) -> None:
         self.lengths = lengths.astype(np.float64)
         self.n = len(lengths)
         self.avgdl = float(self.lengths.mean()) if self.n else 0.0
-        self.groups: np.ndarray | None = None
-        if groups is not None and len(groups) == self.n and self.n:
-            self.groups = groups.astype(np.intp)
-            self.group_n = np.bincount(self.groups).astype(np.float64)
-            total = np.bincount(self.groups, self.lengths)
-            self.group_avgdl = np.divide(total, self.group_n, out=np.ones_like(total),
-                                         where=self.group_n > 0)  # fmt: skip
+        self.groups = groups if groups is not None and len(groups) == self.n else None
+        self._kept: dict[tuple[int, ...], tuple[np.ndarray, int, float]] = {}
 
-    def _weights(self, rows: np.ndarray, tfs: np.ndarray) -> np.ndarray:
-        tf = tfs.astype(np.float64)
+    def kept(self, keep: Sequence[int]) -> tuple[np.ndarray, int, float] | None:
+        """The rows of the repositories ``keep`` (a mask), their number and mean length; None
+        without repositories (the build holds one: every row)."""
         if self.groups is None:
-            df = len(rows)
-            idf = math.log((self.n - df + 0.5) / (df + 0.5))
-            idf = idf if idf > 0 else 1e-6
-            norm = K1 * (1 - B + B * self.lengths[rows] / self.avgdl)
-            return idf * tf * (K1 + 1) / (tf + norm)
-        g = self.groups[rows]  # each row's repository: its N, df and avgdl
-        n = self.group_n
-        dfs = np.bincount(g, minlength=len(n)).astype(np.float64)
-        idfs = np.log((n - dfs + 0.5) / (dfs + 0.5))
-        idfs[~(idfs > 0)] = 1e-6
-        norm = K1 * (1 - B + B * self.lengths[rows] / self.group_avgdl[g])
-        return np.asarray(idfs[g] * tf * (K1 + 1) / (tf + norm))
+            return None
+        key = tuple(sorted(set(keep)))
+        got = self._kept.get(key)
+        if got is None:
+            mask = np.isin(self.groups, key)
+            n = int(mask.sum())
+            got = mask, n, float(self.lengths[mask].mean()) if n else 0.0
+            if len(self._kept) < 64:  # a few filters and scopes per instance
+                self._kept[key] = got
+        return got
 
     def top(
-        self, terms: Sequence[str], found: dict[str, tuple[np.ndarray, np.ndarray]], n: int
-    ) -> list[tuple[int, float]]:
+        self, terms: Sequence[str], found: dict[str, tuple[np.ndarray, np.ndarray]], n: int,
+        keep: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:  # fmt: skip
         """The ``n`` best rows for the OR of ``terms`` (FTS5 tokens; a repeated term counts
-        twice, as a repeated phrase does in FTS5), best first, ties by row."""
-        if not self.n or n <= 0:
+        twice, as a repeated phrase does in FTS5), best first, ties by row. ``keep``: only the
+        rows of these repositories (:func:`repo_groups`' numbers), scored with their
+        statistics."""
+        total, avgdl, mask = self.n, self.avgdl, None
+        scope = self.kept(keep) if keep is not None else None
+        if scope is not None:
+            mask, total, avgdl = scope
+        if not total or n <= 0:
             return []
         rows_all, weights = [], []
         for t in terms:
             if t not in found:
                 continue
             rows, tfs = found[t]
+            if mask is not None:
+                inside = mask[rows]
+                rows, tfs = rows[inside], tfs[inside]
+            df = len(rows)
+            idf = math.log((total - df + 0.5) / (df + 0.5))
+            idf = idf if idf > 0 else 1e-6
+            tf = tfs.astype(np.float64)
+            norm = K1 * (1 - B + B * self.lengths[rows] / avgdl)
             rows_all.append(rows)
-            weights.append(self._weights(rows, tfs))
+            weights.append(idf * tf * (K1 + 1) / (tf + norm))
         if not rows_all:
             return []
         rows = np.concatenate(rows_all)

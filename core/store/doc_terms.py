@@ -26,13 +26,6 @@ class DocTerms:
     df: dict[str, int] = field(default_factory=dict)  # term → documents holding it (0: left out)
     # (collection, row) → the terms that row's document holds anywhere
     held: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
-    # A build over several repositories (``bm25.repo_groups``): the documents of each
-    # repository, the documents of each holding each term, and each candidate's repository —
-    # so that ``cover`` weighs terms as the candidate's own repository's instance would. Empty
-    # for one repository.
-    repo_docs: tuple[int, ...] = ()
-    repo_df: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    repo_of: dict[tuple[str, int], int] = field(default_factory=dict)
 
 
 class DocMap:
@@ -45,7 +38,6 @@ class DocMap:
         self.docs = docs
         # each document's repository (``bm25.repo_groups``); None: the build holds one
         self.doc_repo = doc_repo
-        self.repo_docs = () if doc_repo is None else tuple(map(int, np.bincount(doc_repo)))
 
     @classmethod
     def of(
@@ -53,7 +45,7 @@ class DocMap:
         groups: Mapping[str, np.ndarray] | None = None,
     ) -> DocMap:  # fmt: skip
         """From ``(collection, row, doc_key)`` triples; ``sizes``: rows per collection;
-        ``groups``: per collection, each row's repository (None: one repository)."""
+        ``groups``: per collection, each row's repository (None: the build holds one)."""
         ids = {c: np.full(n, -1, np.int32) for c, n in sizes.items()}
         seen: dict[tuple[str, str], int] = {}
         repo_of: list[int] = []
@@ -61,19 +53,25 @@ class DocMap:
             arr = ids.get(coll)
             if arr is not None and 0 <= row < len(arr):
                 doc = arr[row] = seen.setdefault((coll, key), len(seen))
-                if groups is not None and doc == len(repo_of):
+                if groups is not None and doc == len(repo_of):  # a new document
                     repo_of.append(int(groups[coll][row]))
-        doc_repo = np.array(repo_of, np.intp) if groups is not None else None
+        doc_repo = np.array(repo_of, np.int32) if groups is not None else None
         return cls(ids, len(seen), doc_repo)
 
     def answer(
         self, parts: Mapping[str, list[tuple[str, bytes, bytes]]], keys: Mapping[str, str],
-        rows: Mapping[Collection, Sequence[int]],
+        rows: Mapping[Collection, Sequence[int]], keep: Sequence[int] | None = None,
     ) -> DocTerms:  # fmt: skip
         """``parts``: per collection, the postings blobs of the question's terms as the store
         read them (``bm25.read_postings`` decodes them here, off the event loop); ``keys``: each
         question term → its postings term; ``rows``: per collection, the candidates to say which
-        terms their documents hold."""
+        terms their documents hold; ``keep``: count only the documents of these repositories
+        (``bm25.repo_groups``' numbers: a filter's), as their own instance would."""
+        inside = None
+        docs = self.docs
+        if keep is not None and self.doc_repo is not None:
+            inside = np.isin(self.doc_repo, sorted(set(keep)))
+            docs = int(inside.sum())
         per_term: dict[str, list[np.ndarray]] = {}
         for coll, blobs in parts.items():
             m = self.ids.get(coll)
@@ -87,24 +85,17 @@ class DocMap:
         cand_keys = [(c, int(r)) for c, rs in rows.items() for r in rs]
         cand = np.array([self._id(c, r) for c, r in cand_keys], np.int64)
         df: dict[str, int] = {}
-        repo_df: dict[str, tuple[int, ...]] = {}
         held: dict[tuple[str, int], set[str]] = {k: set() for k in cand_keys}
-        repos = self.doc_repo
         for t, arrs in per_term.items():
             d = np.unique(np.concatenate(arrs))
             d = d[d >= 0]
+            if inside is not None:
+                d = d[inside[d]]
             df[t] = len(d)
-            if repos is not None:
-                per = np.bincount(repos[d], minlength=len(self.repo_docs))
-                repo_df[t] = tuple(map(int, per))
             if len(d) and len(cand):
                 for i in np.flatnonzero(np.isin(cand, d)):
                     held[cand_keys[i]].add(t)
-        repo_of: dict[tuple[str, int], int] = {} if repos is None else {
-            k: int(repos[d]) for k, d in zip(cand_keys, cand.tolist(), strict=True) if d >= 0
-        }  # fmt: skip
-        return DocTerms(self.docs, df, {k: frozenset(v) for k, v in held.items()},
-                        self.repo_docs, repo_df, repo_of)  # fmt: skip
+        return DocTerms(docs, df, {k: frozenset(v) for k, v in held.items()})
 
     def _id(self, coll: str, row: int) -> int:
         m = self.ids.get(coll)

@@ -36,7 +36,7 @@ import numpy as np
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
-from core.store.bm25 import Bm25, on_search_thread, repo_groups
+from core.store.bm25 import Bm25, kept_ids, on_search_thread, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, unreadable
 from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
@@ -68,6 +68,7 @@ class LocalReader:
         self._lookups = Lookups()
         self._bm25: dict[str, Bm25] = {}  # collections with postings (newer builds)
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
+        self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
@@ -90,10 +91,11 @@ class LocalReader:
             async with db.execute(sql) as cur:
                 located = list(await cur.fetchall())
             reader._lookups = await asyncio.to_thread(Lookups.of, [r[:4] for r in located])
-            # several repositories: BM25 and coverage per repository (bm25.repo_groups)
-            groups = await asyncio.to_thread(
+            # several repositories: a filter's statistics are its repositories' (bm25.py)
+            repos = await asyncio.to_thread(
                 repo_groups, [(str(c), int(r), str(g)) for c, r, *_, g in located], rows
             )
+            groups, reader._repo_ids = repos if repos is not None else (None, {})
             reader._docs = await asyncio.to_thread(
                 DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _, _ in located], rows,
                 groups,
@@ -156,24 +158,31 @@ class LocalReader:
         return {r for r in rows if 0 <= r < len(self._tests) and self._tests[r]}
 
     # -- lexical -----------------------------------------------------------------------------
-    async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+    async def lexical(
+        self, collection: Collection, terms: Sequence[str], n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
         if not terms or collection not in COLLECTIONS:
             return []
         bm25 = self._bm25.get(collection)
         folded = [tokens(t) for t in terms]
         if bm25 is not None and all(len(f) == 1 for f in folded):
-            got = await search_postings(self.db, collection, bm25, [f[0] for f in folded], n)
+            keep = kept_ids(self._repo_ids, repos)
+            got = await search_postings(self.db, collection, bm25, [f[0] for f in folded], n,
+                                        keep)  # fmt: skip
             return [Hit(r, sc) for r, sc in got]
+        # older builds (no postings) and terms FTS5 splits: FTS5's statistics, the build's
         return await self._lexical_fts(collection, terms, n)
 
     async def doc_terms(
-        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
-    ) -> DocTerms:
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]],
+        repos: Sequence[str] = (),
+    ) -> DocTerms:  # fmt: skip
         folded = {t: f[0] for t in terms if len(f := tokens(t)) == 1}
         wanted = sorted(set(folded.values()))
         # collections with postings (older builds: no coverage)
         parts = {coll: await read_terms(self.db, coll, wanted) for coll in self._bm25}
-        return await on_search_thread(lambda: self._docs.answer(parts, folded, rows))
+        keep = kept_ids(self._repo_ids, repos)
+        return await on_search_thread(lambda: self._docs.answer(parts, folded, rows, keep))
 
     async def _lexical_fts(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
         match = fts_match(terms)

@@ -71,12 +71,13 @@ async def write_postings(db: aiosqlite.Connection, collection: str, forms: Seque
 
 
 async def search_postings(
-    db: aiosqlite.Connection, collection: str, bm25: Bm25, terms: list[str], n: int
-) -> list[tuple[int, float]]:
+    db: aiosqlite.Connection, collection: str, bm25: Bm25, terms: list[str], n: int,
+    keep: Sequence[int] | None = None,
+) -> list[tuple[int, float]]:  # fmt: skip
     """FTS5's BM25 top ``n`` of the OR of ``terms`` (folded tokens) from the postings: one
-    indexed read, then numpy off the event loop."""
+    indexed read, then numpy off the event loop (``keep``: of these repositories only)."""
     parts = await read_terms(db, collection, terms)
-    return await on_search_thread(lambda: bm25.top(terms, read_postings(parts), n))
+    return await on_search_thread(lambda: bm25.top(terms, read_postings(parts), n, keep))
 
 
 async def read_terms(

@@ -30,7 +30,7 @@ import numpy as np
 from core.errors import IndexError_
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
 from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
-from core.store.bm25 import Bm25, on_search_thread, read_postings, repo_groups
+from core.store.bm25 import Bm25, kept_ids, on_search_thread, read_postings, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
     CHUNK_COLS,
@@ -81,6 +81,7 @@ class PgReader:
         self._tests: set[int] = set()
         self._bm25: dict[str, Bm25] = {}  # per collection: row lengths for BM25
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
+        self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
         self.exact = False  # True: never the HNSW index (benchmarks measure recall with it)
         self.ef_search = EF_SEARCH  # HNSW candidates (benchmarks sweep it)
 
@@ -143,13 +144,18 @@ class PgReader:
         return {r for r in rows if r in self._tests}
 
     # -- lexical -----------------------------------------------------------------------------
-    async def lexical(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+    async def lexical(
+        self, collection: Collection, terms: Sequence[str], n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
         """BM25 (``core/store/bm25.py``) of the OR of ``terms`` from the postings."""
         bm25 = self._bm25.get(collection)
         if not terms or n <= 0 or bm25 is None or collection not in COLLECTIONS:
             return []
         parts = await self._postings(collection, terms)
-        found = await on_search_thread(lambda: bm25.top(list(terms), read_postings(parts), n))
+        keep = kept_ids(self._repo_ids, repos)
+        found = await on_search_thread(
+            lambda: bm25.top(list(terms), read_postings(parts), n, keep)
+        )
         return [Hit(r, s) for r, s in found]
 
     async def _postings(
@@ -163,13 +169,17 @@ class PgReader:
         return [(str(t), bytes(r), bytes(f)) for t, r, f in got]
 
     async def doc_terms(
-        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]]
-    ) -> DocTerms:
+        self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]],
+        repos: Sequence[str] = (),
+    ) -> DocTerms:  # fmt: skip
         parts: dict[str, list[tuple[str, bytes, bytes]]] = {
             coll: await self._postings(coll, terms) for coll in COLLECTIONS
             if terms and coll in self._bm25 and self.size(coll)
         }  # fmt: skip
-        return await on_search_thread(lambda: self._docs.answer(parts, {t: t for t in terms}, rows))
+        keep = kept_ids(self._repo_ids, repos)
+        return await on_search_thread(
+            lambda: self._docs.answer(parts, {t: t for t in terms}, rows, keep)
+        )
 
     # -- chunks and lookups ------------------------------------------------------------------
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:
@@ -352,8 +362,9 @@ class PostgresStore:
             for r, k, g in await reader._fetch(
                 f"SELECT row, doc_key, repo FROM {table(build_id, c)}")
         ]  # fmt: skip
-        # several repositories: BM25 and coverage per repository (bm25.repo_groups)
-        groups = await asyncio.to_thread(repo_groups, [(c, r, g) for c, r, _, g in located], sizes)
+        # several repositories: a filter's statistics are its repositories' (bm25.py)
+        repos = await asyncio.to_thread(repo_groups, [(c, r, g) for c, r, _, g in located], sizes)
+        groups, reader._repo_ids = repos if repos is not None else (None, {})
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
