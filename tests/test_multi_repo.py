@@ -342,7 +342,7 @@ async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
     server's own instance gives them: BM25 and coverage use the server's statistics, not both
     repositories' (the learned ranker was fitted on one-repository instances). In this small
     world coverage is what would differ; BM25's own check is the store contract's
-    (``test_several_repositories_score_as_their_own_builds``)."""
+    (``test_a_filter_scores_as_its_repositories_own_build``)."""
     repos, inst = world(tmp_path)
     (inst / "server.yaml").write_text(
         f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"

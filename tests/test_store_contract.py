@@ -483,17 +483,28 @@ async def test_repositories_kept_apart(make_store: Callable[[], IndexStore]) -> 
         await r.close()
 
 
-A_DOCS = {"a1.md": "timeout retry", "a2.md": "timeout timeout widget", "a3.md": "widget colours"}
-B_DOCS = {f"b{i}.md": f"retry loop {w}" for i, w in enumerate(["one", "two", "three", "four"])}
+# (collection, path, text): a's a1.md has two chunks; the build over both lists b's code first
+# and a's docs first (a repository's number must be the same in every collection).
+A_ROWS = [("docs", "a1.md", "timeout retry"), ("docs", "a1.md", "colours of the chart"),
+          ("docs", "a2.md", "timeout timeout widget"), ("docs", "a3.md", "widget colours"),
+          ("code", "a.py", "def retry_timeout(): widget")]  # fmt: skip
+B_ROWS = [("code", "b.py", "def retry_loop(): retry")] + [
+    ("docs", f"b{i}.md", f"retry loop {w}") for i, w in enumerate(["one", "two", "three", "four"])
+]
 
 
-async def _docs_build(store: IndexStore, name: str, repos: dict[str, dict[str, str]]) -> Any:
-    chunks = [chunk("docs", f"{repo}:{p}", text, path=p, start_line=1, end_line=1, repo=repo)
-              for repo, files in repos.items() for p, text in files.items()]  # fmt: skip
+async def _docs_build(store: IndexStore, name: str, repos: dict[str, list[Any]]) -> Any:
+    order = list(repos.items())  # code in this order, docs in the reverse one
+    rows = {c: [chunk(c, f"{repo}:{p}", text, path=p, start_line=i, end_line=i, repo=repo)
+                for repo, got in (order if c == "code" else order[::-1])
+                for i, (cc, p, text) in enumerate(got) if cc == c]
+            for c in ("code", "docs")}  # fmt: skip
     async with store.writer(name) as w:
-        await w.add_chunks("docs", chunks, np.stack([unit(i) for i in range(len(chunks))]))
-        await w.add_units([Document("docs", c.doc_key, "", f"h-{c.doc_key}", path=c.path,
-                                    repo=c.repo) for c in chunks])  # fmt: skip
+        for c, chunks in rows.items():
+            await w.add_chunks(c, chunks, np.stack([unit(i) for i in range(len(chunks))]))
+        keys = {(c.collection, c.doc_key): c for cs in rows.values() for c in cs}
+        await w.add_units([Document(coll, key, "", f"h-{key}", path=c.path, repo=c.repo)
+                           for (coll, key), c in keys.items()])  # fmt: skip
         await w.set_meta("stamp", {"schema": store.schema})
         await w.commit()
     r = await store.open_live(name)
@@ -513,33 +524,37 @@ async def test_a_filter_scores_as_its_repositories_own_build(
     from core.retrieve.rank import coverage
 
     store = make_store()
-    both = await _docs_build(store, "both", {"a": A_DOCS, "b": B_DOCS})
-    alone = await _docs_build(store, "a", {"a": A_DOCS})
+    both = await _docs_build(store, "both", {"b": B_ROWS, "a": A_ROWS})
+    alone = await _docs_build(store, "a", {"a": A_ROWS})
     try:
         terms = ["timeout", "retry", "widget"]
 
-        async def scores(r: Any, hits: list[Any]) -> dict[str, float]:
-            rows = await r.chunks("docs", [h.row for h in hits])
-            return {rows[h.row].path: h.score for h in hits}
+        async def scores(r: Any, coll: Collection, hits: list[Any]) -> dict[Any, float]:
+            rows = await r.chunks(coll, [h.row for h in hits])
+            return {(rows[h.row].path, rows[h.row].start_line): h.score for h in hits}
 
-        one = await scores(alone, await alone.lexical("docs", terms, 10))
-        kept = await scores(both, await both.lexical("docs", terms, 10, ("a",)))
-        assert max(one, key=one.__getitem__) == "a1.md"
-        assert kept == pytest.approx(one, rel=1e-9)
-        every = await scores(both, await both.lexical("docs", terms, 10))
-        assert len(every) == 7 and max(every, key=every.__getitem__) != "a1.md"
+        for coll in ("docs", "code"):
+            one = await scores(alone, coll, await alone.lexical(coll, terms, 10))
+            kept = await scores(both, coll, await both.lexical(coll, terms, 10, ("a",)))
+            assert kept == pytest.approx(one, rel=1e-9) and kept, coll
+        one = await scores(alone, "docs", await alone.lexical("docs", terms, 10))
+        assert max(one, key=one.__getitem__) == ("a1.md", 0)
+        every = await scores(both, "docs", await both.lexical("docs", terms, 10))
+        assert len(every) == 7 and max(every, key=every.__getitem__) != ("a1.md", 0)
         assert await both.lexical("docs", terms, 10, ("nope",)) == []  # keeps nothing
-        a_rows = {c.path: r for r, c in (await both.chunks("docs", range(7))).items()
-                  if c.repo == "a"}  # fmt: skip
-        held_one = await alone.doc_terms(terms, {"docs": list(range(3))})
+        a_rows = {(c.path, c.start_line): r for r, c in
+                  (await both.chunks("docs", range(8))).items() if c.repo == "a"}  # fmt: skip
+        held_one = await alone.doc_terms(terms, {"docs": list(range(4))})
         held_kept = await both.doc_terms(terms, {"docs": sorted(a_rows.values())}, ("a",))
         assert (held_kept.docs, held_kept.df) == (held_one.docs, held_one.df) == (
-            3, {"timeout": 2, "retry": 1, "widget": 2})  # fmt: skip
-        by_path = {p: coverage(held_kept)[("docs", r)] for p, r in a_rows.items()}
-        paths = {r: c.path for r, c in (await alone.chunks("docs", range(3))).items()}
-        assert by_path == pytest.approx({paths[r]: v for (_, r), v in coverage(held_one).items()})
+            4, {"timeout": 3, "retry": 2, "widget": 3})  # fmt: skip
+        by_place = {p: coverage(held_kept)[("docs", r)] for p, r in a_rows.items()}
+        places = {r: (c.path, c.start_line)
+                  for r, c in (await alone.chunks("docs", range(4))).items()}  # fmt: skip
+        assert by_place == pytest.approx(
+            {places[r]: v for (_, r), v in coverage(held_one).items()})  # fmt: skip
         held_all = await both.doc_terms(terms, {"docs": []})
-        assert (held_all.docs, held_all.df) == (7, {"timeout": 2, "retry": 5, "widget": 2})
+        assert (held_all.docs, held_all.df) == (9, {"timeout": 3, "retry": 7, "widget": 3})
     finally:
         await both.close()
         await alone.close()

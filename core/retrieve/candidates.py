@@ -53,13 +53,16 @@ _NO_LINKS = IssueLinks()
 _FILES: tuple[Collection, ...] = ("code", "docs")  # the collections a path names
 
 
-async def _call_sites(reader: BuildReader, ident: str, skip: set[int]) -> list[int]:
-    """Code chunks that call ``ident`` (``name(`` in their text), ``skip`` rows excluded."""
+async def _call_sites(
+    reader: BuildReader, ident: str, skip: set[int], keep: Sequence[str] = ()
+) -> list[int]:
+    """Code chunks that call ``ident`` (``name(`` in their text), ``skip`` rows excluded
+    (``keep``: a filter's repositories only)."""
     name = ident.split(".")[-1]
     joined = "".join(parts(name))
     if not joined:
         return []
-    rows = [r for r, _ in await reader.lexical("code", [joined], 60) if r not in skip]
+    rows = [r for r, _ in await reader.lexical("code", [joined], 60, keep) if r not in skip]
     chunks = await reader.chunks("code", rows)
     call = re.compile(rf"(?<![\w.])(?:[\w.]+\.)?{re.escape(name)}\s*\(")
     return [r for r in rows if r in chunks and call.search(chunks[r].text.split("\n", 1)[-1])]
@@ -145,11 +148,22 @@ async def _frame_rows(reader: BuildReader, coll: Collection, path: str) -> list[
     return []
 
 
+async def _kept_rows(
+    reader: BuildReader, coll: Collection, rows: Sequence[int], keep: Sequence[str]
+) -> list[int]:
+    """``rows`` of ``keep``'s repositories, in their order (every one without a filter)."""
+    if not keep or not rows:
+        return list(rows)
+    chunks = await reader.chunks(coll, list(rows))
+    return [r for r in rows if r in chunks and chunks[r].repo in keep]
+
+
 async def exact_rows(
-    reader: BuildReader, route: Route, question: str
+    reader: BuildReader, route: Route, question: str, keep: Sequence[str] = ()
 ) -> dict[Collection, dict[int, str]]:
     """Chunks the question names outright, with why: issue, symbol definition, file path, and
-    for "who calls X?" the definitions that call X (the code graph) and its call sites."""
+    for "who calls X?" the definitions that call X (the code graph) and its call sites
+    (``keep``: a filter's repositories, whose rows the lists are cut to before their caps)."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
         rows, repos = await issue_rows(reader, route, n, 3)
@@ -183,15 +197,16 @@ async def exact_rows(
             rows = await (
                 _frame_rows(reader, coll, path) if framed else reader.path_rows(coll, path)
             )
-            for row in rows[:3]:
+            for row in (await _kept_rows(reader, coll, rows, keep))[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
         defs = set(out["code"])
         for ident in route.identifiers[:2]:
-            for row, _ in (await _rows_of(reader, await reader.callers(ident)))[:8]:
+            calling = [r for r, _ in await _rows_of(reader, await reader.callers(ident))]
+            for row in (await _kept_rows(reader, "code", calling, keep))[:8]:
                 if row not in defs:
                     out["code"].setdefault(row, f"calls {ident}")
-            for row in (await _call_sites(reader, ident, defs))[:8]:
+            for row in (await _call_sites(reader, ident, defs, keep))[:8]:
                 out["code"].setdefault(row, f"calls {ident}")
     return out
 
@@ -241,7 +256,7 @@ async def find(
     lexical query (the glossary's English terms)."""
     cfg = opt.config
     terms = lexical_terms(text, route, extra_terms)
-    exact = await exact_rows(reader, route, text) if opt.mode == "full" else {}
+    exact = await exact_rows(reader, route, text, opt.keep) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}
     n = opt.depth or cfg.candidates
@@ -288,7 +303,8 @@ async def _kept(
     """The first ``n`` rows of ``keep``'s repositories in each list (and their exact rows), so
     that ranks, the lexical normalisation and the ranker's pool-relative features are those of
     the kept repositories' candidates — as their own instance computes them — not of every
-    repository's."""
+    repository's (the lexical list is already theirs, scored with their statistics:
+    ``BuildReader.lexical(…, repos)``)."""
     rows = {h.row for h in dense} | {h.row for h in lex} | set(exact)
     chunks = await reader.chunks(c, sorted(rows)) if rows else {}
     kept = {r for r, ch in chunks.items() if ch.repo in keep}

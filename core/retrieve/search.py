@@ -104,7 +104,8 @@ async def candidates(
             # warehouse). A word whose folded form no document holds is tried as written
             # ("strategies" folds to "strategie").
             forms = {v: query_terms(v) for w in added for v in (w, written[w])}
-            held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {})
+            held = await reader.doc_terms(sorted({f for fs in forms.values() for f in fs}), {},
+                                          opt.keep)  # a filter: its repositories' documents
             used = {v for v, fs in forms.items() if any(held.df.get(f, 0) for f in fs)}
             unused = [w for w in added if w not in used and written[w] not in used]
             added = [w if w in used else written[w] for w in added if w not in unused]

@@ -89,7 +89,7 @@ def repo_groups(
     the numbers by name, from ``(collection, row, repository)``; ``sizes``: rows per
     collection. None when the build holds one repository."""
     ids: dict[str, int] = {}
-    out = {c: np.zeros(n, np.int32) for c, n in sizes.items()}
+    out = {c: np.full(n, -1, np.int32) for c, n in sizes.items()}  # -1: no chunk (none kept)
     for coll, row, repo in rows:
         arr = out.get(coll)
         if arr is not None and 0 <= row < len(arr):
@@ -107,29 +107,29 @@ def kept_ids(ids: Mapping[str, int], repos: Sequence[str]) -> list[int] | None:
 
 class Bm25:
     """One collection's statistics: each row's token count, their mean; with ``groups`` (each
-    row's repository, :func:`repo_groups`) also those of any repositories kept by a filter."""
+    row's repository, :func:`repo_groups`) also each repository's rows and total length, for a
+    filter that keeps some of them."""
 
     def __init__(self, lengths: np.ndarray, groups: np.ndarray | None = None) -> None:
         self.lengths = lengths.astype(np.float64)
         self.n = len(lengths)
         self.avgdl = float(self.lengths.mean()) if self.n else 0.0
         self.groups = groups if groups is not None and len(groups) == self.n else None
-        self._kept: dict[tuple[int, ...], tuple[np.ndarray, int, float]] = {}
+        self._rows: np.ndarray = np.zeros(0)  # per repository: its rows, their total length
+        self._length: np.ndarray = np.zeros(0)
+        if self.groups is not None:
+            inside = self.groups >= 0
+            self._rows = np.bincount(self.groups[inside]).astype(np.float64)
+            self._length = np.bincount(self.groups[inside], self.lengths[inside])
 
     def kept(self, keep: Sequence[int]) -> tuple[np.ndarray, int, float] | None:
-        """The rows of the repositories ``keep`` (a mask), their number and mean length; None
+        """The repositories ``keep`` (sorted numbers), their rows' number and mean length; None
         without repositories (the build holds one: every row)."""
         if self.groups is None:
             return None
-        key = tuple(sorted(set(keep)))
-        got = self._kept.get(key)
-        if got is None:
-            mask = np.isin(self.groups, key)
-            n = int(mask.sum())
-            got = mask, n, float(self.lengths[mask].mean()) if n else 0.0
-            if len(self._kept) < 64:  # a few filters and scopes per instance
-                self._kept[key] = got
-        return got
+        ids: np.ndarray = np.array(sorted({k for k in keep if 0 <= k < len(self._rows)}), np.intp)
+        n = int(self._rows[ids].sum())
+        return ids, n, float(self._length[ids].sum() / n) if n else 0.0
 
     def top(
         self, terms: Sequence[str], found: dict[str, tuple[np.ndarray, np.ndarray]], n: int,
@@ -139,10 +139,10 @@ class Bm25:
         twice, as a repeated phrase does in FTS5), best first, ties by row. ``keep``: only the
         rows of these repositories (:func:`repo_groups`' numbers), scored with their
         statistics."""
-        total, avgdl, mask = self.n, self.avgdl, None
+        total, avgdl, ids = self.n, self.avgdl, None
         scope = self.kept(keep) if keep is not None else None
-        if scope is not None:
-            mask, total, avgdl = scope
+        if scope is not None and self.groups is not None:
+            ids, total, avgdl = scope
         if not total or n <= 0:
             return []
         rows_all, weights = [], []
@@ -150,8 +150,8 @@ class Bm25:
             if t not in found:
                 continue
             rows, tfs = found[t]
-            if mask is not None:
-                inside = mask[rows]
+            if ids is not None and self.groups is not None:
+                inside = np.isin(self.groups[rows], ids)
                 rows, tfs = rows[inside], tfs[inside]
             df = len(rows)
             idf = math.log((total - df + 0.5) / (df + 0.5))

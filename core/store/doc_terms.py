@@ -1,8 +1,9 @@
 """Which documents hold a question's terms: what grep sees of a whole file.
 
 The ranker's coverage feature (``retrieve/rank.py``, ``cover``) asks of a question's lexical
-terms how many documents (files, issue threads) of the build hold each, and which of them a
-candidate's *document* holds — in any of its chunks, not only the retrieved one. Both stores
+terms how many documents (files, issue threads) of the build — of a filter's repositories, when
+the question has one — hold each, and which of them a candidate's *document* holds — in any of
+its chunks, not only the retrieved one. Both stores
 answer from the BM25 postings they already keep (the rows holding each term) and a row →
 document map made when the reader opens: no table more in a build, nothing to rebuild.
 """
@@ -22,7 +23,7 @@ from core.store.bm25 import read_postings
 class DocTerms:
     """The document-level view of a question's terms in one build."""
 
-    docs: int = 0  # documents in the build (every collection)
+    docs: int = 0  # documents in the build (every collection; a filter's repositories' only)
     df: dict[str, int] = field(default_factory=dict)  # term → documents holding it (0: left out)
     # (collection, row) → the terms that row's document holds anywhere
     held: dict[tuple[str, int], frozenset[str]] = field(default_factory=dict)
