@@ -6,15 +6,19 @@ then times the full retrieval path — query analysis, query embedding with the 
 embedder, exact vector search, FTS5 BM25, symbol lookups, fusion, fetching the sources — and the
 whole extractive ``ask``. Also runs N concurrent asks (1, 8, 32) and reports throughput.
 
-    python benchmarks/bench_retrieval.py [--sizes 5000 50000] [--queries 40]
+    python benchmarks/bench_retrieval.py [--sizes 5000 50000] [--queries 40] [--repos 10]
 
 Prints p50/p95 per size and the ratio 50k/5k (exact search grows linearly; the rest should not).
+With ``--repos R`` the chunks belong to R repositories, and each question is also asked filtered
+to one of them (``repo:r0``: its lexical search and coverage with that repository's statistics),
+alternating with the unfiltered one in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import statistics
@@ -58,7 +62,7 @@ def _words() -> list[str]:
     return ws
 
 
-async def build(store: LocalStore, n: int, dim: int, seed: int = 0) -> None:
+async def build(store: LocalStore, n: int, dim: int, seed: int = 0, repos: int = 1) -> None:
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = _words()
@@ -75,10 +79,11 @@ async def build(store: LocalStore, n: int, dim: int, seed: int = 0) -> None:
                 text = f"{path} › {name}\ndef {name}(x):\n    {body}"
                 c = Chunk(coll, f"{coll}:{i}", text, name, 200, path=path,  # type: ignore[arg-type]
                           issue=i if coll == "issues" else None, start_line=1, end_line=30,
-                          symbol=name if coll == "code" else None, url=f"u/{i}")  # fmt: skip
+                          symbol=name if coll == "code" else None, url=f"u/{i}",
+                          repo=f"r{i % repos}" if repos > 1 else "")  # fmt: skip
                 chunks.append(c)
                 if coll == "code":
-                    syms.append(Symbol(name, name, "function", path, 1, 30))
+                    syms.append(Symbol(name, name, "function", path, 1, 30, (), c.repo))
             v = nrng.standard_normal((count, dim)).astype(np.float32)
             v /= np.linalg.norm(v, axis=1, keepdims=True)
             await w.add_chunks(coll, chunks, v)  # type: ignore[arg-type]
@@ -97,6 +102,7 @@ async def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[5000, 50000])
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--json", help="also write the results to this JSON file")
+    ap.add_argument("--repos", type=int, default=1, help="repositories the chunks belong to")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
     svc = embed_service(EmbeddingConfig(), Layout(tmp))
@@ -110,7 +116,7 @@ async def main() -> None:
     for n in args.sizes:
         t = time.perf_counter()
         store = LocalStore(Layout(tmp / str(n)))
-        await build(store, n, dim)
+        await build(store, n, dim, repos=args.repos)
         built = time.perf_counter() - t
         reader = await store.open_live("bench")
         assert reader is not None
@@ -119,9 +125,15 @@ async def main() -> None:
         # The Spanish question is translated as in the product where Apertium is installed
         # (its kept pipeline), uncached (cache_size 0): every repetition is translated again.
         tr = Apertium(cache_size=0)
-        ret, ask, emb, trans = [], [], [], []
+        ret, ask, emb, trans, kept = [], [], [], [], []
+        # filtered to one repository, as a channel's default or repo:r0 does (Options.deeper)
+        to_r0 = dataclasses.replace(opt, keep=("r0",), depth=min(500, 20 * args.repos))
         for i in range(args.queries):
             qtext = QUESTIONS[i % len(QUESTIONS)]
+            if args.repos > 1:
+                t0 = time.perf_counter()
+                await retrieve(reader, svc, qtext, to_r0, translator=tr)
+                kept.append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
             r = await retrieve(reader, svc, qtext, opt, translator=tr)
             t1 = time.perf_counter()
@@ -157,6 +169,10 @@ async def main() -> None:
             )
             + "  ".join(f"{c} concurrent: {qps:5.1f} asks/s" for c, qps in conc.items())
         )
+        if kept:
+            print(f"{n:>7} chunks over {args.repos} repositories, filtered to one: retrieve p50 "
+                  f"{statistics.median(kept):6.1f} ms  p95 {pct(kept, 95):6.1f} ms "
+                  f"({statistics.median(kept) / statistics.median(ret):.2f}x unfiltered)")
     if len(args.sizes) > 1:
         a, b = args.sizes[0], args.sizes[-1]
         ra = statistics.median(results[a][0])
