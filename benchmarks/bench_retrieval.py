@@ -127,7 +127,8 @@ async def main() -> None:
         tr = Apertium(cache_size=0)
         ret, ask, emb, trans, kept = [], [], [], [], []
         # filtered to one repository, as a channel's default or repo:r0 does (Options.deeper)
-        to_r0 = dataclasses.replace(opt, keep=("r0",), depth=min(500, 20 * args.repos))
+        names = {f"r{i}": f"r{i}" for i in range(args.repos)}
+        to_r0 = dataclasses.replace(opt, aliases=names, keep=("r0",)).deeper()
         for i in range(args.queries):
             qtext = QUESTIONS[i % len(QUESTIONS)]
             if args.repos > 1:

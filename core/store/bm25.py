@@ -84,17 +84,17 @@ def postings(
 
 def repo_groups(
     rows: Iterable[tuple[str, int, str]], sizes: Mapping[str, int]
-) -> tuple[dict[str, np.ndarray], dict[str, int]] | None:
+) -> tuple[dict[str, np.ndarray] | None, dict[str, int]]:
     """Per collection, each row's repository as a number (the same in every collection), and
     the numbers by name, from ``(collection, row, repository)``; ``sizes``: rows per
-    collection. None when the build holds one repository."""
+    collection. ``(None, {})`` when the build holds one repository."""
     ids: dict[str, int] = {}
     out = {c: np.full(n, -1, np.int32) for c, n in sizes.items()}  # -1: no chunk (none kept)
     for coll, row, repo in rows:
         arr = out.get(coll)
         if arr is not None and 0 <= row < len(arr):
             arr[row] = ids.setdefault(repo, len(ids))
-    return (out, ids) if len(ids) > 1 else None
+    return (out, ids) if len(ids) > 1 else (None, {})
 
 
 def kept_ids(ids: Mapping[str, int], repos: Sequence[str]) -> list[int] | None:
@@ -139,10 +139,10 @@ class Bm25:
         twice, as a repeated phrase does in FTS5), best first, ties by row. ``keep``: only the
         rows of these repositories (:func:`repo_groups`' numbers), scored with their
         statistics."""
-        total, avgdl, ids = self.n, self.avgdl, None
+        total, avgdl, groups, ids = self.n, self.avgdl, None, np.zeros(0, np.intp)
         scope = self.kept(keep) if keep is not None else None
-        if scope is not None and self.groups is not None:
-            ids, total, avgdl = scope
+        if scope is not None:
+            (ids, total, avgdl), groups = scope, self.groups
         if not total or n <= 0:
             return []
         rows_all, weights = [], []
@@ -150,8 +150,8 @@ class Bm25:
             if t not in found:
                 continue
             rows, tfs = found[t]
-            if ids is not None and self.groups is not None:
-                inside = np.isin(self.groups[rows], ids)
+            if groups is not None:  # a filter: its repositories' rows only
+                inside = np.isin(groups[rows], ids)
                 rows, tfs = rows[inside], tfs[inside]
             df = len(rows)
             idf = math.log((total - df + 0.5) / (df + 0.5))

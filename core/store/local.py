@@ -92,10 +92,9 @@ class LocalReader:
                 located = list(await cur.fetchall())
             reader._lookups = await asyncio.to_thread(Lookups.of, [r[:4] for r in located])
             # several repositories: a filter's statistics are its repositories' (bm25.py)
-            repos = await asyncio.to_thread(
+            groups, reader._repo_ids = await asyncio.to_thread(
                 repo_groups, [(str(c), int(r), str(g)) for c, r, *_, g in located], rows
             )
-            groups, reader._repo_ids = repos if repos is not None else (None, {})
             reader._docs = await asyncio.to_thread(
                 DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _, _ in located], rows,
                 groups,

@@ -363,8 +363,9 @@ class PostgresStore:
                 f"SELECT row, doc_key, repo FROM {table(build_id, c)}")
         ]  # fmt: skip
         # several repositories: a filter's statistics are its repositories' (bm25.py)
-        repos = await asyncio.to_thread(repo_groups, [(c, r, g) for c, r, _, g in located], sizes)
-        groups, reader._repo_ids = repos if repos is not None else (None, {})
+        groups, reader._repo_ids = await asyncio.to_thread(
+            repo_groups, [(c, r, g) for c, r, _, g in located], sizes
+        )
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
