@@ -1,17 +1,13 @@
 """Which repository a question means, in an instance over several: a bare #N that several
-have; how deep a repository filter looks."""
+have."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 from helpers import FakeApp, FakeEmbedder
 from test_multi_repo import world
-
-from core.config import RetrievalConfig
-from core.retrieve.options import MAX_CANDIDATES, Options
 
 
 @pytest.mark.asyncio
@@ -43,19 +39,6 @@ async def _bare_number(app: FakeApp) -> None:
     assert found.route["signals"]["issue_to_code"]
     assert [(s.repo, s.issue) for s in found.sources if s.issue is not None] == [("client", 12)]
     assert [s.path for s in found.sources if s.collection == "code"][:1] == ["client/http.py"]
-
-
-def test_deeper_counts_repositories_and_is_capped() -> None:
-    one = Options.of(RetrievalConfig())
-    assert one.deeper() is one  # one repository: nothing to go deeper for
-    two = dataclasses.replace(one, aliases={"a": "a", "sdk": "b", "b": "b"})
-    assert two.deeper().depth == one.config.candidates * 2
-    assert two.deeper().config.candidates == one.config.candidates  # what the filter keeps
-    many = dataclasses.replace(one, aliases={str(i): str(i) for i in range(1000)})
-    assert many.deeper().depth == MAX_CANDIDATES
-    # A scope keeping 250 of 1000 repositories reads four times as many rows.
-    scope = dataclasses.replace(many, keep=tuple(str(i) for i in range(250)))
-    assert scope.deeper().depth == one.config.candidates * 4
 
 
 def test_the_note_names_every_repository_and_which_came_first() -> None:

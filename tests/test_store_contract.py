@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -493,7 +494,16 @@ B_ROWS = [("code", "b.py", "def retry_loop(): retry")] + [
 ]
 
 
-async def _docs_build(store: IndexStore, name: str, repos: dict[str, list[Any]]) -> Any:
+def _by_text(c: Chunk) -> np.ndarray:
+    """A vector of the chunk's own (the same in every build that holds it), none alike."""
+    v = np.random.default_rng(zlib.crc32(f"{c.path}:{c.text}".encode())).normal(size=DIM)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+async def _docs_build(
+    store: IndexStore, name: str, repos: dict[str, list[Any]],
+    vector: Callable[[int, Chunk], np.ndarray] = lambda i, _: unit(i),
+) -> Any:  # fmt: skip
     order = list(repos.items())  # code in this order, docs in the reverse one
     rows = {c: [chunk(c, f"{repo}:{p}", text, path=p, start_line=i, end_line=i, repo=repo)
                 for repo, got in (order if c == "code" else order[::-1])
@@ -501,7 +511,7 @@ async def _docs_build(store: IndexStore, name: str, repos: dict[str, list[Any]])
             for c in ("code", "docs")}  # fmt: skip
     async with store.writer(name) as w:
         for c, chunks in rows.items():
-            await w.add_chunks(c, chunks, np.stack([unit(i) for i in range(len(chunks))]))
+            await w.add_chunks(c, chunks, np.stack([vector(i, ch) for i, ch in enumerate(chunks)]))
         keys = {(c.collection, c.doc_key): c for cs in rows.values() for c in cs}
         await w.add_units([Document(coll, key, "", f"h-{key}", path=c.path, repo=c.repo)
                            for (coll, key), c in keys.items()])  # fmt: skip
@@ -558,3 +568,52 @@ async def test_a_filter_scores_as_its_repositories_own_build(
     finally:
         await both.close()
         await alone.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("hnsw", [False, True])
+async def test_a_filters_vector_search_is_its_repositories_own(
+    make_store: Callable[[], IndexStore], hnsw: bool
+) -> None:
+    """Filtered to some repositories of a build over several, the vector search gives the
+    nearest ``n`` of *their* rows — what their own build gives — not the build's nearest ``n``
+    with the others left out (which, where the others are nearer, is fewer than ``n``). With
+    ``hnsw`` the PostgreSQL store searches through an HNSW index (pgvector's iterative scan)."""
+    store = make_store()
+    if hnsw:
+        if not hasattr(store, "hnsw_min_rows"):
+            pytest.skip("an HNSW index is the PostgreSQL store's")
+        from core.store.postgres.db import Database
+        from core.store.postgres.index import PostgresStore
+
+        # every collection indexed, and the index used although a scan would be cheaper here
+        store = PostgresStore(Database(f"{pg.new_database()}&enable_seqscan=off"),
+                              hnsw_min_rows=1)  # fmt: skip
+    by_text = lambda _, c: _by_text(c)  # noqa: E731
+    both = await _docs_build(store, "both", {"b": B_ROWS, "a": A_ROWS}, by_text)
+    alone = await _docs_build(store, "a", {"a": A_ROWS}, by_text)
+    if hnsw:  # the index's first candidates alone would hold too few of a's rows
+        both.ef_search = alone.ef_search = 1
+    try:
+
+        async def near(r: Any, q: np.ndarray, n: int, *repos: str) -> list[tuple[Any, float]]:
+            hits = await r.dense("docs", q, n, repos)
+            rows = await r.chunks("docs", [h.row for h in hits])
+            return [((rows[h.row].repo, rows[h.row].path), h.score) for h in hits]
+
+        for b_text in [t for c, _, t in B_ROWS if c == "docs"]:  # the query is one of b's rows
+            q = _by_text(chunk("docs", "", b_text, path=next(
+                p for c, p, t in B_ROWS if t == b_text)))  # fmt: skip
+            every = await near(both, q, 3)
+            assert every[0][0][0] == "b"  # b's own row is nearest
+            one = await near(alone, q, 3)
+            kept = await near(both, q, 3, "a")
+            assert [k for k, _ in kept] == [("a", p) for (_, p), _ in one] and len(kept) == 3
+            assert [s for _, s in kept] == pytest.approx([s for _, s in one], rel=1e-5)
+        assert await both.dense("docs", q, 3, ("nope",)) == []  # keeps nothing
+        assert len(await both.dense("docs", q, 9)) == 8  # no filter: every repository's
+    finally:
+        await both.close()
+        await alone.close()
+        if hnsw:
+            await store.close()  # type: ignore[attr-defined]

@@ -163,7 +163,7 @@ async def exact_rows(
 ) -> dict[Collection, dict[int, str]]:
     """Chunks the question names outright, with why: issue, symbol definition, file path, and
     for "who calls X?" the definitions that call X (the code graph) and its call sites
-    (``keep``: a filter's repositories, whose rows the lists are cut to before their caps)."""
+    (``keep``: a filter's repositories only; the lists are cut to their rows before the caps)."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
         rows, repos = await issue_rows(reader, route, n, 3)
@@ -208,6 +208,10 @@ async def exact_rows(
                     out["code"].setdefault(row, f"calls {ident}")
             for row in (await _call_sites(reader, ident, defs, keep))[:8]:
                 out["code"].setdefault(row, f"calls {ident}")
+    if keep:  # a filter: its repositories' rows only (issues, definitions, changed files)
+        for coll, got in out.items():
+            kept = set(await _kept_rows(reader, coll, list(got), keep))
+            out[coll] = {r: why for r, why in got.items() if r in kept}
     return out
 
 
@@ -259,18 +263,14 @@ async def find(
     exact = await exact_rows(reader, route, text, opt.keep) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}
-    n = opt.depth or cfg.candidates
-    for c in collections:
+    n = cfg.candidates
+    for c in collections:  # a filter (``opt.keep``): each list is its repositories' own
         if not reader.size(c):
             continue
         if opt.mode in ("full", "dense", "rrf"):
-            dense[c] = await reader.dense(c, q, n)
+            dense[c] = await reader.dense(c, q, n, opt.keep)
         if opt.mode in ("full", "bm25", "rrf") and terms:
             lex[c] = await reader.lexical(c, terms, n, opt.keep)
-        if opt.keep:  # a filter: the kept repositories' rows, scored as their own pool
-            dense[c], lex[c], exact[c] = await _kept(
-                reader, c, opt.keep, cfg.candidates, dense.get(c, []), lex.get(c, []),
-                exact.get(c, {}))  # fmt: skip
     if opt.mode == "dense":
         return Found({c: [Candidate(c, h.row, h.score) for h in hs] for c, hs in dense.items()})
     if opt.mode == "bm25":
@@ -287,29 +287,13 @@ async def find(
         for row, reason in exact.get(c, {}).items():
             found.exact.setdefault(c, []).append({"row": row, "why": reason})
     if expand and "code" in found.hits:
-        extra = await _graph(reader, found, route)
+        extra = await _graph(reader, found, route, opt.keep)
         if extra:
             code = found.hits["code"]
             more = await _score(reader, q, "code", [], [], {}, route, opt, extra)
             known = {h.row for h in code}
             found.hits["code"] = code + [h for h in more if h.row not in known]
     return found
-
-
-async def _kept(
-    reader: BuildReader, c: Collection, keep: tuple[str, ...], n: int, dense: list[Hit],
-    lex: list[Hit], exact: dict[int, str],
-) -> tuple[list[Hit], list[Hit], dict[int, str]]:  # fmt: skip
-    """The first ``n`` rows of ``keep``'s repositories in each list (and their exact rows), so
-    that ranks, the lexical normalisation and the ranker's pool-relative features are those of
-    the kept repositories' candidates — as their own instance computes them — not of every
-    repository's (the lexical list is already theirs, scored with their statistics:
-    ``BuildReader.lexical(…, repos)``)."""
-    rows = {h.row for h in dense} | {h.row for h in lex} | set(exact)
-    chunks = await reader.chunks(c, sorted(rows)) if rows else {}
-    kept = {r for r, ch in chunks.items() if ch.repo in keep}
-    return ([h for h in dense if h.row in kept][:n], [h for h in lex if h.row in kept][:n],
-            {r: w for r, w in exact.items() if r in kept})  # fmt: skip
 
 
 async def _score(
@@ -352,20 +336,28 @@ async def _score(
     return out[: cfg.candidates] if not graph else out
 
 
-async def _graph(reader: BuildReader, found: Found, route: Route) -> dict[int, str]:
+async def _graph(
+    reader: BuildReader, found: Found, route: Route, keep: Sequence[str] = ()
+) -> dict[int, str]:
     """Code rows reached through the graph: what the best definitions call, and the definitions
-    the best issue threads name. Row -> why."""
+    the best issue threads name (``keep``: a filter's repositories' only). Row -> why."""
+
+    async def defined(name: str) -> list[tuple[int, Symbol]]:
+        return [(r, t) for r, t in await reader.definition_rows(name)
+                if not keep or t.repo in keep]  # fmt: skip
+
     out: dict[int, str] = {}
     code = found.hits.get("code", [])
     known = {h.row for h in code}
     defs = [h for h in code if h.chunk is not None and h.chunk.symbol][:GRAPH_FROM]
     for h in defs:
         assert h.chunk is not None and h.chunk.symbol is not None
-        own = [s for s in await reader.symbols(h.chunk.symbol) if s.path == h.chunk.path][:1]
+        own = [s for s in await reader.symbols(h.chunk.symbol)
+               if s.path == h.chunk.path and s.repo == h.chunk.repo][:1]  # fmt: skip
         for s in own:
             calls = [n for n in s.calls if n not in _COMMON_CALLS and len(n) > 3][:GRAPH_CALLS]
             for name in calls:
-                targets = await reader.definition_rows(name)
+                targets = await defined(name)
                 if not 0 < len({(t.path, t.start_line) for _, t in targets}) <= 3:
                     continue  # unknown here, or too common a name to say where it goes
                 for row, t in targets[:2]:
@@ -377,7 +369,7 @@ async def _graph(reader: BuildReader, found: Found, route: Route) -> dict[int, s
             continue
         sub = analyse(h.chunk.text[:4000])
         for ident in [i for i in sub.identifiers if DISTINCT.search(i)][:6]:
-            for row, t in (await reader.definition_rows(ident))[:2]:
+            for row, t in (await defined(ident))[:2]:
                 if row not in known:
                     out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
     # A past fix of a similar issue: what its pull request changed.

@@ -6,16 +6,12 @@ chose it); :meth:`Options.of` is the one place a config becomes options.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
 from core.config import RetrievalConfig
 from core.models import COLLECTIONS, Collection
-
-# The most candidates a collection gives one question (``deeper``).
-MAX_CANDIDATES = 500
 
 # full: the system; dense, bm25, rrf: the baselines of ``eval --compare`` on the same index
 Mode = Literal["full", "dense", "bm25", "rrf"]
@@ -48,9 +44,6 @@ class Options:
     scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     repo: str | None = None
     keep: tuple[str, ...] = ()
-    # How many rows each collection's dense and lexical lists are read from before a filter
-    # keeps ``config.candidates`` of them (0: ``config.candidates``; :meth:`deeper`).
-    depth: int = 0
 
     @classmethod
     def of(
@@ -78,18 +71,3 @@ class Options:
         if self.mode == "full":
             return {c: route_weights.get(c, 1.0) * self.weights.get(c, 1.0) for c in COLLECTIONS}
         return {c: self.weights.get(c, 1.0) for c in COLLECTIONS}
-
-    def deeper(self) -> Options:
-        """An instance over several repositories: each collection's lists read from as many
-        times more rows as the instance has repositories per one the filter keeps (at most
-        :data:`MAX_CANDIDATES`), so that a ``repo:NAME`` filter — or a scope's — finds about
-        as many candidates as a one-repository instance has (``candidates.find`` keeps the
-        filter's rows before it scores them). (Doing the same
-        for every bug report passed the eighteen sets' tuning halves in one instance, +0.022
-        cited MRR, and not their reporting halves, +0.004 ± 0.008, at 3.4 times the time:
-        benchmarks/results/multi/RESULTS.md.)"""
-        n = len(set(self.aliases.values()))
-        if n < 2:
-            return self
-        share = -(-n // max(len(self.keep), 1))  # the filter keeps about 1/share of the rows
-        return dataclasses.replace(self, depth=min(MAX_CANDIDATES, self.config.candidates * share))

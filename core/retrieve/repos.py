@@ -101,12 +101,12 @@ def repo_options(inst: Instance, opt: Options, repo: str | None) -> Options:
 
 def with_repo(opt: Options, key: str) -> Options:
     """``opt`` keeping the repositories of ``key`` (a key of ``opt.scopes``): named as the
-    repository (an alias: its repository's name) or the scope; ``all`` keeps no filter. With a
-    filter, each collection's candidates come from more rows (:meth:`Options.deeper`)."""
+    repository (an alias: its repository's name) or the scope; ``all`` keeps no filter (the
+    store searches the kept repositories' rows only: ``BuildReader.dense``/``lexical``)."""
     if key == EVERY:  # no repository may be named so (config.repos.scope_problems)
         return dataclasses.replace(opt, repo=EVERY, keep=())
     name = opt.aliases.get(key, key)
-    return dataclasses.replace(opt, repo=name, keep=opt.scopes[key]).deeper()
+    return dataclasses.replace(opt, repo=name, keep=opt.scopes[key])
 
 
 def split_repo(question: str, opt: Options) -> tuple[str, Options]:

@@ -121,8 +121,11 @@ class BuildReader(Protocol):
         """Rows (chunks) of a collection."""
         ...
 
-    async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
-        """The ``n`` rows nearest to ``query`` by cosine similarity (exact), best first."""
+    async def dense(
+        self, collection: Collection, query: np.ndarray, n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
+        """The ``n`` rows nearest to ``query`` by cosine similarity (exact), best first.
+        ``repos`` (a filter, in a build over several): the nearest ``n`` of their rows only."""
         ...
 
     async def similarity(

@@ -69,6 +69,7 @@ class LocalReader:
         self._bm25: dict[str, Bm25] = {}  # collections with postings (newer builds)
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
         self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
+        self._groups: dict[str, np.ndarray] = {}  # …and each row's, per collection
 
     @classmethod
     async def open(cls, path: Path) -> LocalReader:
@@ -95,6 +96,7 @@ class LocalReader:
             groups, reader._repo_ids = await asyncio.to_thread(
                 repo_groups, [(str(c), int(r), str(g)) for c, r, *_, g in located], rows
             )
+            reader._groups = groups or {}
             reader._docs = await asyncio.to_thread(
                 DocMap.of, [(str(c), int(r), str(k)) for c, r, _, _, k, _, _ in located], rows,
                 groups,
@@ -130,18 +132,29 @@ class LocalReader:
         return 0 if v is None else int(v.shape[0])
 
     # -- vectors -----------------------------------------------------------------------------
-    def _dense_sync(self, collection: Collection, q: np.ndarray, n: int) -> list[Hit]:
+    def _dense_sync(
+        self, collection: Collection, q: np.ndarray, n: int, keep: list[int] | None
+    ) -> list[Hit]:
         mat = self._vectors.get(collection)
         if mat is None or n <= 0:
             return []
-        n = min(n, mat.shape[0])
         sims = mat @ q.astype(np.float32)  # exact: every row (BLAS, off the event loop)
-        top = np.argpartition(-sims, n - 1)[:n] if n < len(sims) else np.arange(len(sims))
+        rows = np.arange(len(sims))
+        groups = self._groups.get(collection)
+        if keep is not None and groups is not None and len(groups) == len(sims):
+            rows = np.flatnonzero(np.isin(groups, keep))  # a filter: its repositories' rows
+        n = min(n, len(rows))
+        if n <= 0:
+            return []
+        top = rows[np.argpartition(-sims[rows], n - 1)[:n]] if n < len(rows) else rows
         top = top[np.argsort(-sims[top], kind="stable")]
         return [Hit(int(r), float(sims[r])) for r in top]
 
-    async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
-        return await on_search_thread(lambda: self._dense_sync(collection, query, n))
+    async def dense(
+        self, collection: Collection, query: np.ndarray, n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
+        keep = kept_ids(self._repo_ids, repos)
+        return await on_search_thread(lambda: self._dense_sync(collection, query, n, keep))
 
     async def similarity(
         self, collection: Collection, query: np.ndarray, rows: Sequence[int]
@@ -170,7 +183,8 @@ class LocalReader:
                                         keep)  # fmt: skip
             return [Hit(r, sc) for r, sc in got]
         # older builds (no postings) and terms FTS5 splits: FTS5's statistics, the build's
-        return await self._lexical_fts(collection, terms, n)
+        # (a filter: its repositories' rows only)
+        return await self._lexical_fts(collection, terms, n, repos if self._repo_ids else ())
 
     async def doc_terms(
         self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]],
@@ -183,16 +197,19 @@ class LocalReader:
         keep = kept_ids(self._repo_ids, repos)
         return await on_search_thread(lambda: self._docs.answer(parts, folded, rows, keep))
 
-    async def _lexical_fts(self, collection: Collection, terms: Sequence[str], n: int) -> list[Hit]:
+    async def _lexical_fts(
+        self, collection: Collection, terms: Sequence[str], n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
         match = fts_match(terms)
         if match is None:
             return []
         t = f"fts_{collection}"
+        only = f" AND c.repo IN ({','.join('?' * len(repos))})" if repos else ""
         sql = (
             f"SELECT c.row, -bm25({t}) FROM {t} JOIN chunks c ON c.id = {t}.rowid "
-            f"WHERE {t} MATCH ? ORDER BY bm25({t}) LIMIT ?"
+            f"WHERE {t} MATCH ?{only} ORDER BY bm25({t}) LIMIT ?"
         )
-        async with self.db.execute(sql, (match, n)) as cur:
+        async with self.db.execute(sql, (match, *repos, n)) as cur:
             return [Hit(int(r), float(s)) async for r, s in cur]
 
     # -- chunks and lookups ------------------------------------------------------------------

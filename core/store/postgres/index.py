@@ -104,25 +104,33 @@ class PgReader:
         return int(self._sizes.get(collection, 0))
 
     # -- vectors -----------------------------------------------------------------------------
-    async def dense(self, collection: Collection, query: np.ndarray, n: int) -> list[Hit]:
+    async def dense(
+        self, collection: Collection, query: np.ndarray, n: int, repos: Sequence[str] = ()
+    ) -> list[Hit]:
         if n <= 0 or not self.size(collection):
             return []
         q = np.asarray(query, np.float32)
+        # a filter, in a build over several repositories: the nearest of its rows only
+        kept = [r for r in repos if r in self._repo_ids] if self._repo_ids and repos else None
+        where = "" if kept is None else "WHERE repo = ANY($3::text[]) "
         sql = (
             f"SELECT row, (embedding <#> $1) * -1 FROM {self._t(collection)} "
-            "ORDER BY embedding <#> $1 LIMIT $2"
+            f"{where}ORDER BY embedding <#> $1 LIMIT $2"
         )
+        args: list[Any] = [q, n] if kept is None else [q, n, kept]
         indexed = collection in self._hnsw
         ef = max(self.ef_search, n)
-        if not indexed or (not self.exact and ef == EF_SEARCH):  # one statement
-            rows = await self._fetch(sql, q, n)
-        else:  # more than ef_search candidates, or exact search past an index (benchmarks)
+        if not indexed or (not self.exact and ef == EF_SEARCH and kept is None):  # one statement
+            rows = await self._fetch(sql, *args)
+        else:  # more than ef_search candidates, a filter, or exact search past an index
             async with self.pool.acquire() as conn, conn.transaction():
                 if self.exact:
                     await conn.execute("SET LOCAL enable_indexscan = off")
                 else:
                     await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-                rows = list(await conn.fetch(sql, q, n))
+                    if kept is not None:  # pgvector ≥ 0.8: scan on until n rows pass the filter
+                        await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
+                rows = list(await conn.fetch(sql, *args))
         return [Hit(int(r), float(s)) for r, s in rows]
 
     async def similarity(
