@@ -10,8 +10,9 @@ whole extractive ``ask``. Also runs N concurrent asks (1, 8, 32) and reports thr
 
 Prints p50/p95 per size and the ratio 50k/5k (exact search grows linearly; the rest should not).
 With ``--repos R`` the chunks belong to R repositories, and each question is also asked filtered
-to one of them (``repo:r0``: its lexical search and coverage with that repository's statistics),
-alternating with the unfiltered one in the same run.
+to one of them (``repo:r0``: its vector and lexical search over that repository's rows, with its
+statistics), alternating with the unfiltered one in the same run; and r0's rows are built alone,
+as that repository's own instance, to count the filtered questions whose sources equal its own.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from core.answer import ExtractiveAnswerer
 from core.config import EmbeddingConfig, RetrievalConfig
 from core.embed import embed_service
 from core.layout import Layout
-from core.models import Chunk, Symbol
+from core.models import Chunk, Retrieval, Symbol
 from core.retrieve import Options, retrieve
+from core.retrieve.repos import with_repo
 from core.retrieve.translate import Apertium
 from core.store.local import LocalStore
 
@@ -62,7 +64,10 @@ def _words() -> list[str]:
     return ws
 
 
-async def build(store: LocalStore, n: int, dim: int, seed: int = 0, repos: int = 1) -> None:
+async def build(
+    store: LocalStore, n: int, dim: int, seed: int = 0, repos: int = 1, only: str | None = None
+) -> None:
+    """The synthetic build (``only``: the same build's rows of that repository alone)."""
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = _words()
@@ -86,10 +91,18 @@ async def build(store: LocalStore, n: int, dim: int, seed: int = 0, repos: int =
                     syms.append(Symbol(name, name, "function", path, 1, 30, (), c.repo))
             v = nrng.standard_normal((count, dim)).astype(np.float32)
             v /= np.linalg.norm(v, axis=1, keepdims=True)
+            if only is not None:
+                v = v[[i for i, c in enumerate(chunks) if c.repo == only]]
+                chunks = [c for c in chunks if c.repo == only]
             await w.add_chunks(coll, chunks, v)  # type: ignore[arg-type]
-        await w.add_symbols(syms)
+        await w.add_symbols([s for s in syms if only is None or s.repo == only])
         await w.set_meta("stamp", {"bench": True})
         await w.commit()
+
+
+def _cited(r: Retrieval) -> list[tuple[str, str, int]]:
+    """A retrieval's sources: which chunk (its collection and number), and the score (1e-4)."""
+    return [(s.collection, s.url, round(s.score * 1e4)) for s in r.sources]
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -126,15 +139,25 @@ async def main() -> None:
         # (its kept pipeline), uncached (cache_size 0): every repetition is translated again.
         tr = Apertium(cache_size=0)
         ret, ask, emb, trans, kept = [], [], [], [], []
-        # filtered to one repository, as a channel's default or repo:r0 does (Options.deeper)
+        # filtered to one repository, as a channel's default or repo:r0 does; and r0's rows
+        # alone as a build of their own, whose sources the filtered question should give
         names = {f"r{i}": f"r{i}" for i in range(args.repos)}
-        to_r0 = dataclasses.replace(opt, aliases=names, keep=("r0",)).deeper()
+        to_r0 = with_repo(dataclasses.replace(
+            opt, aliases=names, scopes={k: (k,) for k in names}), "r0")  # fmt: skip
+        alone: list[bool] = []
+        if args.repos > 1:
+            store_r0 = LocalStore(Layout(tmp / f"{n}-r0"))
+            await build(store_r0, n, dim, repos=args.repos, only="r0")
+            reader_r0 = await store_r0.open_live("bench")
+            assert reader_r0 is not None
         for i in range(args.queries):
             qtext = QUESTIONS[i % len(QUESTIONS)]
             if args.repos > 1:
                 t0 = time.perf_counter()
-                await retrieve(reader, svc, qtext, to_r0, translator=tr)
+                got = await retrieve(reader, svc, qtext, to_r0, translator=tr)
                 kept.append((time.perf_counter() - t0) * 1000)
+                own = await retrieve(reader_r0, svc, qtext, opt, translator=tr)
+                alone.append(_cited(got) == _cited(own))
             t0 = time.perf_counter()
             r = await retrieve(reader, svc, qtext, opt, translator=tr)
             t1 = time.perf_counter()
@@ -171,9 +194,11 @@ async def main() -> None:
             + "  ".join(f"{c} concurrent: {qps:5.1f} asks/s" for c, qps in conc.items())
         )
         if kept:
+            await reader_r0.close()
             print(f"{n:>7} chunks over {args.repos} repositories, filtered to one: retrieve p50 "
                   f"{statistics.median(kept):6.1f} ms  p95 {pct(kept, 95):6.1f} ms "
-                  f"({statistics.median(kept) / statistics.median(ret):.2f}x unfiltered)")
+                  f"({statistics.median(kept) / statistics.median(ret):.2f}x unfiltered); "
+                  f"sources as that repository's own build: {sum(alone)}/{len(alone)}")
     if len(args.sizes) > 1:
         a, b = args.sizes[0], args.sizes[-1]
         ra = statistics.median(results[a][0])
