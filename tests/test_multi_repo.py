@@ -366,6 +366,44 @@ async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
 
 
 @pytest.mark.asyncio
+async def test_a_filter_names_what_its_repo_names(
+    tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    """What a filtered question names outright — a definition, an issue — is found among the
+    kept repository's own, as its own instance finds it: the client also defines
+    ``HandleRequest`` (spelled as asked, which over both repositories leaves the server's
+    ``handle_request`` out) and has an issue #12 of its own."""
+    repos, inst = world(tmp_path)
+    write_files(repos["client"], {"client/serve.py": """
+        def HandleRequest(path):
+            return path
+        """})  # fmt: skip
+    git(repos["client"], "add", "-A")
+    git(repos["client"], "commit", "-q", "-m", "serve")
+    (inst / "server.yaml").write_text(
+        f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"
+        f"issues: {{file: {tmp_path / 'server-issues.json'}}}\n"
+    )
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await app.index("product")
+        await app.index("server")
+        for q in ("what does HandleRequest return?", "is #12 still open?"):
+            own = await app.search("server", q, k=6)
+            kept = await app.search("product", q, k=6, repo="server")
+            whys = {c: [e["why"] for e in es] for c, es in own.route["exact"].items()}
+            assert {c: [e["why"].removesuffix(" in server") for e in es]  # says which, here
+                    for c, es in kept.route["exact"].items()} == whys  # fmt: skip
+            assert whys, q
+            assert [(s.path, s.issue) for s in kept.sources] == [
+                (s.path, s.issue) for s in own.sources], q  # fmt: skip
+        every = await app.search("product", "what does HandleRequest return?")
+        assert [e["why"] for e in every.route["exact"]["code"]] == ["defines HandleRequest"]
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
 async def test_read_source_names_the_repo(product: dict[str, Any]) -> None:
     from core.errors import PathNotAllowed
 

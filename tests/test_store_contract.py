@@ -571,14 +571,15 @@ async def test_a_filter_scores_as_its_repositories_own_build(
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("hnsw", [False, True])
+@pytest.mark.parametrize("hnsw", ["", "index", "old"])
 async def test_a_filters_vector_search_is_its_repositories_own(
-    make_store: Callable[[], IndexStore], hnsw: bool
+    make_store: Callable[[], IndexStore], hnsw: str
 ) -> None:
     """Filtered to some repositories of a build over several, the vector search gives the
     nearest ``n`` of *their* rows — what their own build gives — not the build's nearest ``n``
     with the others left out (which, where the others are nearer, is fewer than ``n``). With
-    ``hnsw`` the PostgreSQL store searches through an HNSW index (pgvector's iterative scan)."""
+    ``hnsw`` the PostgreSQL store searches through an HNSW index: pgvector's iterative scan
+    (``index``), or exactly where pgvector is older than 0.8 (``old``)."""
     store = make_store()
     if hnsw:
         if not hasattr(store, "hnsw_min_rows"):
@@ -587,13 +588,16 @@ async def test_a_filters_vector_search_is_its_repositories_own(
         from core.store.postgres.index import PostgresStore
 
         # every collection indexed, and the index used although a scan would be cheaper here
-        store = PostgresStore(Database(f"{pg.new_database()}&enable_seqscan=off"),
-                              hnsw_min_rows=1)  # fmt: skip
+        url = pg.new_database()
+        url += ("&" if "?" in url else "?") + "enable_seqscan=off"
+        store = PostgresStore(Database(url), hnsw_min_rows=1)
     by_text = lambda _, c: _by_text(c)  # noqa: E731
     both = await _docs_build(store, "both", {"b": B_ROWS, "a": A_ROWS}, by_text)
     alone = await _docs_build(store, "a", {"a": A_ROWS}, by_text)
     if hnsw:  # the index's first candidates alone would hold too few of a's rows
+        assert "docs" in both._hnsw
         both.ef_search = alone.ef_search = 1
+        both.iterative = alone.iterative = hnsw != "old"
     try:
 
         async def near(r: Any, q: np.ndarray, n: int, *repos: str) -> list[tuple[Any, float]]:
@@ -617,3 +621,91 @@ async def test_a_filters_vector_search_is_its_repositories_own(
         await alone.close()
         if hnsw:
             await store.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_a_filters_symbols_are_its_repositories_own(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    """Symbol lookups filtered to a repository choose among its definitions only, as its own
+    build would: over both, b's 25 ``parseConfig`` fill the 20 places and, spelled as asked,
+    drop a's ``parse_config``; b's 55 callers fill the 50 places of ``callers``."""
+    a = [
+        Symbol("parse_config", "parse_config", "function", "src/c.py", 1, 2, ("load",), "a"),
+        Symbol("load_all", "load_all", "function", "src/c.py", 4, 5, ("parse_config",), "a"),
+    ]
+    b = [
+        Symbol("parseConfig", "parseConfig", "function", f"a{i:02}.js", 1, 2, (), "b")
+        for i in range(25)
+    ]
+    b += [Symbol(f"use{i}", f"use{i}", "function", f"a{i:02}.js", 4, 5, ("parseConfig",), "b")
+          for i in range(55)]  # fmt: skip
+    code = [chunk("code", f"{s.repo}:{s.path}:{s.name}", f"def {s.name}(): pass", path=s.path,
+                  start_line=s.start_line, end_line=s.end_line, symbol=s.qualname, repo=s.repo)
+            for s in a + b]  # fmt: skip
+    store = make_store()
+    async with store.writer("multi") as w:
+        await w.add_chunks("code", code, np.stack([unit(i) for i in range(len(code))]))
+        await w.add_units([Document("code", c.doc_key, "", f"h-{c.doc_key}", path=c.path,
+                                    repo=c.repo) for c in code])  # fmt: skip
+        await w.add_symbols(a + b)
+        await w.set_meta("stamp", {"schema": store.schema})
+        await w.commit()
+    r = await store.open_live("multi")
+    assert r is not None
+    try:
+        every = await r.symbols("parseConfig")
+        assert len(every) == 20 and {s.repo for s in every} == {"b"}
+        assert [(s.repo, s.qualname) for s in await r.symbols("parseConfig", ("a",))] == [
+            ("a", "parse_config")]  # fmt: skip
+        defs = await r.definition_rows("parseConfig", ("a",))
+        rows = await r.chunks("code", [row for row, _ in defs])
+        assert [(rows[row].repo, rows[row].symbol) for row, _ in defs] == [("a", "parse_config")]
+        assert {s.repo for s in await r.callers("parse_config")} == {"b"}
+        assert [s.qualname for s in await r.callers("parse_config", ("a",))] == ["load_all"]
+        assert await r.symbols("parse_config", ("nope",)) == []
+        assert len(await r.symbols("parseConfig", ("a", "b"))) == 20  # a scope of both
+    finally:
+        await r.close()
+
+
+@pytest.mark.asyncio
+async def test_a_filters_hnsw_scan_that_stops_short_searches_exactly() -> None:
+    """Through an HNSW index, a filter's iterative scan stops after ``hnsw.max_scan_tuples``
+    rows (here 1): where that leaves fewer rows than asked and the filter keeps more, the
+    search is exact. b's 300 rows surround the query; a's 5 are far from it."""
+    from core.store.postgres.db import Database
+    from core.store.postgres.index import PostgresStore
+
+    url = pg.new_database()
+    url += ("&" if "?" in url else "?") + "enable_seqscan=off&hnsw.max_scan_tuples=1"
+    store = PostgresStore(Database(url), hnsw_min_rows=1)
+    q = unit(0)
+    rng = np.random.default_rng(7)
+
+    def vector(_: int, c: Chunk) -> np.ndarray:
+        if c.repo == "b":  # near the query
+            v = q + rng.normal(scale=0.05, size=DIM).astype(np.float32)
+            return (v / np.linalg.norm(v)).astype(np.float32)
+        return _by_text(c)
+
+    b_rows = [("docs", f"b{i}.md", f"b row {i}") for i in range(300)]
+    a_rows = [("docs", f"a{i}.md", f"a row {i}") for i in range(5)] + [("code", "a.py", "a()")]
+    both = await _docs_build(store, "both", {"b": b_rows, "a": a_rows}, vector)
+    try:
+        assert "docs" in both._hnsw
+        both.ef_search = 1
+        hits = await both.dense("docs", q, 3, ("a",))
+        rows = await both.chunks("docs", [h.row for h in hits])
+        a_best = sorted(
+            (
+                (float(_by_text(c) @ q), c.path)
+                for c in (chunk("docs", "", t, path=p) for c, p, t in a_rows if c == "docs")
+            ),
+            reverse=True,
+        )
+        assert [rows[h.row].path for h in hits] == [p for _, p in a_best[:3]]
+        assert [h.score for h in hits] == pytest.approx([s for s, _ in a_best[:3]], rel=1e-5)
+    finally:
+        await both.close()
+        await store.close()

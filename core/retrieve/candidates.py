@@ -111,21 +111,24 @@ async def _path_rows(
     return [r for r in rows if r in chunks and chunks[r].repo == repo]
 
 
-async def _rows_of(reader: BuildReader, symbols: Sequence[Symbol]) -> list[tuple[int, Symbol]]:
+async def _rows_of(
+    reader: BuildReader, symbols: Sequence[Symbol], keep: Sequence[str] = ()
+) -> list[tuple[int, Symbol]]:
     out: list[tuple[int, Symbol]] = []
     for s in symbols:
-        for row, sym in await reader.definition_rows(s.qualname):
-            if sym.path == s.path and sym.start_line == s.start_line:
+        for row, sym in await reader.definition_rows(s.qualname, keep):
+            if (sym.repo, sym.path, sym.start_line) == (s.repo, s.path, s.start_line):
                 out.append((row, sym))
     return out
 
 
 async def issue_rows(
-    reader: BuildReader, route: Route, n: int, per_repo: int
+    reader: BuildReader, route: Route, n: int, per_repo: int, keep: Sequence[str] = ()
 ) -> tuple[list[int], list[str]]:
     """Rows of issue ``n`` as the question names it: of its repository when the question says
-    which ("client#42"), else of every repository that has one (at most ``per_repo`` rows of
-    each), and the repositories they come from (more than one: the bare #N is in several)."""
+    which ("client#42"), else of every repository that has one (``keep``: a filter's) — at most
+    ``per_repo`` rows of each — and the repositories they come from (more than one: the bare #N
+    is in several)."""
     rows = await reader.issue_rows(n)
     if not rows:
         return [], []
@@ -134,16 +137,21 @@ async def issue_rows(
     taken: dict[str, list[int]] = {}
     for r in rows:
         repo = chunks[r].repo if r in chunks else ""
+        if keep and repo not in keep:
+            continue
         if (want is None or repo == want) and len(taken.setdefault(repo, [])) < per_repo:
             taken[repo].append(r)
     return [r for rs in taken.values() for r in rs], sorted(x for x in taken if x)
 
 
-async def _frame_rows(reader: BuildReader, coll: Collection, path: str) -> list[int]:
+async def _frame_rows(
+    reader: BuildReader, coll: Collection, path: str, keep: Sequence[str] = ()
+) -> list[int]:
     """Rows of a stack-trace frame's file: its path is the crashed machine's
-    (``/home/u/libuv/src/unix/core.c``), so the longest tail of it that is indexed."""
+    (``/home/u/libuv/src/unix/core.c``), so the longest tail of it that is indexed (``keep``:
+    in a filter's repositories)."""
     for tail in suffixes(path):
-        if rows := await reader.path_rows(coll, tail):
+        if rows := await _kept_rows(reader, coll, await reader.path_rows(coll, tail), keep):
             return rows
     return []
 
@@ -166,19 +174,21 @@ async def exact_rows(
     (``keep``: a filter's repositories only; the lists are cut to their rows before the caps)."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
-        rows, repos = await issue_rows(reader, route, n, 3)
+        rows, repos = await issue_rows(reader, route, n, 3, keep)
         if len(repos) > 1:
             route.several[n] = repos
         for row in rows:
             out["issues"][row] = f"issue #{n}" + (f" in {', '.join(repos)}" if repos else "")
     if route.issues and route.hop:  # "where was #N fixed?": what its pull requests changed
         named = [(route.repo_issues.get(n, ""), n) for n in route.issues[:2]]
+        if keep:  # a filter: a bare #N is each kept repository's (one: as its own instance)
+            named = [(r, n) for want, n in named for r in ([want] if want else keep)]
         for repo, path, pr in await _changed_by_repo(reader, named):
             for coll in _FILES:
                 for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
     idents = route.identifiers[:8]
-    dotted = {i: await reader.definition_rows(i) for i in idents if "." in i}
+    dotted = {i: await reader.definition_rows(i, keep) for i in idents if "." in i}
     # "SchemaMeta.__init__" also yields the bare "__init__": once the dotted name found its
     # definition, the bare last part would add every other class's __init__ as an exact hit.
     shadowed = {i.rsplit(".", 1)[-1] for i, got in dotted.items() if got}
@@ -186,23 +196,26 @@ async def exact_rows(
         if ident in shadowed:
             continue
         if ident in dotted:  # a dotted name that finds nothing falls back to its last part
-            definitions = dotted[ident] or await reader.definition_rows(ident.rsplit(".", 1)[-1])
+            definitions = dotted[ident] or await reader.definition_rows(
+                ident.rsplit(".", 1)[-1], keep
+            )
         else:
-            definitions = await reader.definition_rows(ident)
+            definitions = await reader.definition_rows(ident, keep)
         for row, sym in definitions:
             out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
         framed = any(f.startswith(f"{path}:") for f in route.frames)
         for coll in _FILES:
             rows = await (
-                _frame_rows(reader, coll, path) if framed else reader.path_rows(coll, path)
+                _frame_rows(reader, coll, path, keep) if framed else reader.path_rows(coll, path)
             )
             for row in (await _kept_rows(reader, coll, rows, keep))[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
         defs = set(out["code"])
         for ident in route.identifiers[:2]:
-            calling = [r for r, _ in await _rows_of(reader, await reader.callers(ident))]
+            callers = await reader.callers(ident, keep)
+            calling = [r for r, _ in await _rows_of(reader, callers, keep)]
             for row in (await _kept_rows(reader, "code", calling, keep))[:8]:
                 if row not in defs:
                     out["code"].setdefault(row, f"calls {ident}")
@@ -341,23 +354,18 @@ async def _graph(
 ) -> dict[int, str]:
     """Code rows reached through the graph: what the best definitions call, and the definitions
     the best issue threads name (``keep``: a filter's repositories' only). Row -> why."""
-
-    async def defined(name: str) -> list[tuple[int, Symbol]]:
-        return [(r, t) for r, t in await reader.definition_rows(name)
-                if not keep or t.repo in keep]  # fmt: skip
-
     out: dict[int, str] = {}
     code = found.hits.get("code", [])
     known = {h.row for h in code}
     defs = [h for h in code if h.chunk is not None and h.chunk.symbol][:GRAPH_FROM]
     for h in defs:
         assert h.chunk is not None and h.chunk.symbol is not None
-        own = [s for s in await reader.symbols(h.chunk.symbol)
+        own = [s for s in await reader.symbols(h.chunk.symbol, keep)
                if s.path == h.chunk.path and s.repo == h.chunk.repo][:1]  # fmt: skip
         for s in own:
             calls = [n for n in s.calls if n not in _COMMON_CALLS and len(n) > 3][:GRAPH_CALLS]
             for name in calls:
-                targets = await defined(name)
+                targets = await reader.definition_rows(name, keep)
                 if not 0 < len({(t.path, t.start_line) for _, t in targets}) <= 3:
                     continue  # unknown here, or too common a name to say where it goes
                 for row, t in targets[:2]:
@@ -369,7 +377,7 @@ async def _graph(
             continue
         sub = analyse(h.chunk.text[:4000])
         for ident in [i for i in sub.identifiers if DISTINCT.search(i)][:6]:
-            for row, t in (await defined(ident))[:2]:
+            for row, t in (await reader.definition_rows(ident, keep))[:2]:
                 if row not in known:
                     out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
     # A past fix of a similar issue: what its pull request changed.

@@ -184,17 +184,19 @@ class BuildReader(Protocol):
         the file's others (``retrieve/thin.py`` asks it for every thin piece shown)."""
         ...
 
-    async def symbols(self, name: str) -> list[Symbol]:
+    async def symbols(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
         """Definitions named ``name``: by qualified name (``Parser.parse``), by name (which also
         finds methods), or — only when nothing has the name as written — by any spelling
         (``parseConfig`` finds ``parse_config``; ``ContentLength`` does not find
         ``content_length`` beside the class ``ContentLength``): the exact qualified name first,
-        then the exact name, then by path and line (at most 20; :func:`as_named`)."""
+        then the exact name, then by path and line (at most 20; :func:`as_named`). ``repos`` (a
+        filter, in a build over several): their definitions only, chosen as their own build
+        would."""
         ...
 
-    async def callers(self, name: str) -> list[Symbol]:
+    async def callers(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
         """The definitions whose body calls ``name`` (its last dotted part, any spelling), by
-        path and line (at most 50): the code graph read backwards."""
+        path and line (at most 50): the code graph read backwards (``repos``: as ``symbols``)."""
         ...
 
     async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
@@ -202,9 +204,11 @@ class BuildReader(Protocol):
         of that repository's only (an instance over several; None: of any)."""
         ...
 
-    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+    async def definition_rows(
+        self, name: str, repos: Sequence[str] = ()
+    ) -> list[tuple[int, Symbol]]:
         """Code rows holding the definition of a symbol named ``name`` (at most two per
-        definition)."""
+        definition; ``repos``: as ``symbols``)."""
         ...
 
     async def units(self) -> dict[str, Unit]:

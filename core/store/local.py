@@ -140,9 +140,8 @@ class LocalReader:
             return []
         sims = mat @ q.astype(np.float32)  # exact: every row (BLAS, off the event loop)
         rows = np.arange(len(sims))
-        groups = self._groups.get(collection)
-        if keep is not None and groups is not None and len(groups) == len(sims):
-            rows = np.flatnonzero(np.isin(groups, keep))  # a filter: its repositories' rows
+        if keep is not None:  # a filter: its repositories' rows (each row's: repo_groups)
+            rows = np.flatnonzero(np.isin(self._groups[collection], keep))
         n = min(n, len(rows))
         if n <= 0:
             return []
@@ -184,7 +183,7 @@ class LocalReader:
             return [Hit(r, sc) for r, sc in got]
         # older builds (no postings) and terms FTS5 splits: FTS5's statistics, the build's
         # (a filter: its repositories' rows only)
-        return await self._lexical_fts(collection, terms, n, repos if self._repo_ids else ())
+        return await self._lexical_fts(collection, terms, n, repos)
 
     async def doc_terms(
         self, terms: Sequence[str], rows: Mapping[Collection, Sequence[int]],
@@ -204,12 +203,12 @@ class LocalReader:
         if match is None:
             return []
         t = f"fts_{collection}"
-        only = f" AND c.repo IN ({','.join('?' * len(repos))})" if repos else ""
+        only, kept = self._only(repos, "c.repo")
         sql = (
             f"SELECT c.row, -bm25({t}) FROM {t} JOIN chunks c ON c.id = {t}.rowid "
             f"WHERE {t} MATCH ?{only} ORDER BY bm25({t}) LIMIT ?"
         )
-        async with self.db.execute(sql, (match, *repos, n)) as cur:
+        async with self.db.execute(sql, (match, *kept, n)) as cur:
             return [Hit(int(r), float(s)) async for r, s in cur]
 
     # -- chunks and lookups ------------------------------------------------------------------
@@ -255,23 +254,31 @@ class LocalReader:
             got = await cur.fetchone()
         return None if got is None else (int(got[2]), row_to_chunk(got))
 
-    async def symbols(self, name: str) -> list[Symbol]:
+    def _only(self, repos: Sequence[str], column: str) -> tuple[str, list[str]]:
+        """A filter's SQL condition on ``column`` (a build of one repository: none)."""
+        if not repos or not self._repo_ids:
+            return "", []
+        return f" AND {column} IN ({','.join('?' * len(repos))})", list(repos)
+
+    async def symbols(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
         # Indexed lookups only: this runs for every identifier a question names.
+        only, kept = self._only(repos, "repo")
         sql = (
-            f"SELECT {SYMBOL_COLS} FROM symbols WHERE qualname=? OR name=? OR norm=? "
+            f"SELECT {SYMBOL_COLS} FROM symbols WHERE (qualname=? OR name=? OR norm=?){only} "
             "ORDER BY (qualname=?) DESC, (name=?) DESC, path, start_line LIMIT 20"
         )
-        args = [name, name, norm_name(name), name, name]
+        args = [name, name, norm_name(name), *kept, name, name]
         async with self.db.execute(sql, args) as cur:
             return as_named(name, [row_to_symbol(r) async for r in cur])
 
-    async def callers(self, name: str) -> list[Symbol]:
+    async def callers(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
         cols = ", ".join(f"s.{c.strip()}" for c in SYMBOL_COLS.split(","))
+        only, kept = self._only(repos, "s.repo")
         sql = (
             f"SELECT DISTINCT {cols} FROM calls c JOIN symbols s ON s.rowid = c.sym "
-            "WHERE c.norm = ? ORDER BY s.path, s.start_line LIMIT 50"
+            f"WHERE c.norm = ?{only} ORDER BY s.path, s.start_line LIMIT 50"
         )
-        async with self.db.execute(sql, (norm_name(name.rsplit(".", 1)[-1]),)) as cur:
+        async with self.db.execute(sql, (norm_name(name.rsplit(".", 1)[-1]), *kept)) as cur:
             return [row_to_symbol(r) async for r in cur]
 
     async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
@@ -289,9 +296,11 @@ class LocalReader:
             backward = list(await cur.fetchall())
         return group_links(nums, forward, backward)
 
-    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+    async def definition_rows(
+        self, name: str, repos: Sequence[str] = ()
+    ) -> list[tuple[int, Symbol]]:
         out: list[tuple[int, Symbol]] = []
-        for s in await self.symbols(name):
+        for s in await self.symbols(name, repos):
             rows = await self._rows_where(
                 "code", "path=? AND repo=? AND start_line<=? AND end_line>=?",
                 [s.path, s.repo, s.start_line, s.start_line],

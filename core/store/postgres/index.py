@@ -66,6 +66,14 @@ def _chunk(collection: Collection, r: Any) -> Chunk:
     )  # fmt: skip
 
 
+def _version(text: str | None) -> tuple[int, ...]:
+    """An extension's version ("0.8.6") as numbers ((): unknown)."""
+    try:
+        return tuple(int(p) for p in (text or "").split(".")[:2])
+    except ValueError:
+        return ()
+
+
 class PgReader:
     """One build, read through the pool (every call is one statement: no transaction held)."""
 
@@ -82,6 +90,8 @@ class PgReader:
         self._bm25: dict[str, Bm25] = {}  # per collection: row lengths for BM25
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
         self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
+        self._groups: dict[str, np.ndarray] = {}  # …and each row's, per collection
+        self.iterative = True  # pgvector ≥ 0.8: a filter's HNSW scan goes on until n rows pass
         self.exact = False  # True: never the HNSW index (benchmarks measure recall with it)
         self.ef_search = EF_SEARCH  # HNSW candidates (benchmarks sweep it)
 
@@ -110,8 +120,9 @@ class PgReader:
         if n <= 0 or not self.size(collection):
             return []
         q = np.asarray(query, np.float32)
-        # a filter, in a build over several repositories: the nearest of its rows only
-        kept = [r for r in repos if r in self._repo_ids] if self._repo_ids and repos else None
+        kept = self._kept(repos)  # a filter, in a build over several: the nearest of its rows
+        if kept == []:
+            return []
         where = "" if kept is None else "WHERE repo = ANY($3::text[]) "
         sql = (
             f"SELECT row, (embedding <#> $1) * -1 FROM {self._t(collection)} "
@@ -120,18 +131,37 @@ class PgReader:
         args: list[Any] = [q, n] if kept is None else [q, n, kept]
         indexed = collection in self._hnsw
         ef = max(self.ef_search, n)
+        exact = ["SET LOCAL enable_indexscan = off"]
         if not indexed or (not self.exact and ef == EF_SEARCH and kept is None):  # one statement
             rows = await self._fetch(sql, *args)
-        else:  # more than ef_search candidates, a filter, or exact search past an index
-            async with self.pool.acquire() as conn, conn.transaction():
-                if self.exact:
-                    await conn.execute("SET LOCAL enable_indexscan = off")
-                else:
-                    await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-                    if kept is not None:  # pgvector ≥ 0.8: scan on until n rows pass the filter
-                        await conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
-                rows = list(await conn.fetch(sql, *args))
+        elif self.exact or (kept is not None and not self.iterative):
+            rows = await self._fetch_set(exact, sql, *args)  # a filter, pgvector < 0.8: exact
+        else:  # more than ef_search candidates, or a filter: the index scanned on until n
+            # of its rows pass (pgvector ≥ 0.8), exact where that stops short
+            # (hnsw.max_scan_tuples) of the rows the filter keeps
+            it = [] if kept is None else ["SET LOCAL hnsw.iterative_scan = strict_order"]
+            rows = await self._fetch_set([f"SET LOCAL hnsw.ef_search = {int(ef)}", *it], sql, *args)
+            if kept is not None and len(rows) < min(n, self._rows_of(collection, kept)):
+                rows = await self._fetch_set(exact, sql, *args)
         return [Hit(int(r), float(s)) for r, s in rows]
+
+    def _rows_of(self, collection: Collection, repos: Sequence[str]) -> int:
+        """How many rows of ``collection`` the repositories hold."""
+        ids = kept_ids(self._repo_ids, repos)
+        groups = self._groups.get(collection)
+        return int(np.isin(groups, ids).sum()) if ids and groups is not None else 0
+
+    async def _fetch_set(self, settings: Sequence[str], sql: str, *args: Any) -> list[Any]:
+        """``_fetch`` under ``SET LOCAL`` settings (one transaction)."""
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                for setting in settings:
+                    await conn.execute(setting)
+                return list(await conn.fetch(sql, *args))
+        except asyncpg.UndefinedTableError:
+            raise IndexError_(
+                f"build {self.build_id} was removed while being read: ask again"
+            ) from None
 
     async def similarity(
         self, collection: Collection, query: np.ndarray, rows: Sequence[int]
@@ -240,23 +270,33 @@ class PgReader:
         )  # fmt: skip
         return (int(got[0][1]), _chunk(collection, got[0])) if got else None
 
-    async def symbols(self, name: str) -> list[Symbol]:
+    def _kept(self, repos: Sequence[str]) -> list[str] | None:
+        """A filter's repositories of this build (None: no filter, or a build of one)."""
+        return [r for r in repos if r in self._repo_ids] if repos and self._repo_ids else None
+
+    async def symbols(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
+        kept = self._kept(repos)
         sql = (
             f"SELECT {SYMBOL_COLS} FROM {self._t('symbols')} "
-            "WHERE qualname = $1 OR name = $1 OR norm = $2 "
-            'ORDER BY (qualname = $1) DESC, (name = $1) DESC, path COLLATE "C", start_line '
+            "WHERE (qualname = $1 OR name = $1 OR norm = $2)"
+            + ("" if kept is None else " AND repo = ANY($3::text[])")
+            + ' ORDER BY (qualname = $1) DESC, (name = $1) DESC, path COLLATE "C", start_line '
             "LIMIT 20"
         )
-        return as_named(name, [_symbol(r) for r in await self._fetch(sql, name, norm(name))])
+        args = [name, norm(name)] + ([] if kept is None else [kept])
+        return as_named(name, [_symbol(r) for r in await self._fetch(sql, *args)])
 
-    async def callers(self, name: str) -> list[Symbol]:
+    async def callers(self, name: str, repos: Sequence[str] = ()) -> list[Symbol]:
         cols = ", ".join(f"s.{c.strip()}" for c in SYMBOL_COLS.split(","))
+        kept = self._kept(repos)
         sql = (
             f'SELECT DISTINCT {cols}, s.path COLLATE "C" AS p FROM {self._t("calls")} c '
             f"JOIN {self._t('symbols')} s ON s.id = c.sym WHERE c.norm = $1 "
-            "ORDER BY p, s.start_line LIMIT 50"
+            + ("" if kept is None else "AND s.repo = ANY($2::text[]) ")
+            + "ORDER BY p, s.start_line LIMIT 50"
         )
-        return [_symbol(r) for r in await self._fetch(sql, norm(name.rsplit(".", 1)[-1]))]
+        args = [norm(name.rsplit(".", 1)[-1])] + ([] if kept is None else [kept])
+        return [_symbol(r) for r in await self._fetch(sql, *args)]
 
     async def links(self, numbers: Sequence[int], repo: str | None = None) -> dict[int, IssueLinks]:
         nums = sorted(set(numbers))
@@ -276,9 +316,11 @@ class PgReader:
         )  # fmt: skip
         return group_links(nums, forward, backward)
 
-    async def definition_rows(self, name: str) -> list[tuple[int, Symbol]]:
+    async def definition_rows(
+        self, name: str, repos: Sequence[str] = ()
+    ) -> list[tuple[int, Symbol]]:
         out: list[tuple[int, Symbol]] = []
-        for s in await self.symbols(name):
+        for s in await self.symbols(name, repos):
             rows = await self._rows_where(
                 "code", "path = $1 AND repo = $3 AND start_line <= $2 AND end_line >= $2",
                 s.path, s.start_line, s.repo,
@@ -374,6 +416,11 @@ class PostgresStore:
         groups, reader._repo_ids = await asyncio.to_thread(
             repo_groups, [(c, r, g) for c, r, _, g in located], sizes
         )
+        reader._groups = groups or {}
+        version = await pool.fetchval(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        )
+        reader.iterative = _version(version) >= (0, 8)
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
