@@ -214,3 +214,28 @@ async def test_the_full_system_lists_each_file_once_before_any_file_twice(tmp_pa
     assert Counter(paths[True]) == Counter(paths[False])  # the same sources, in another order
     distinct = list(dict.fromkeys(paths[True]))
     assert paths[True][: len(distinct)] == distinct
+
+
+def test_a_named_issue_goes_above_the_best_candidate() -> None:
+    """Asked "is #7 …", the thread the question names by number ranks first even where the
+    ranker put another thread first (its words fit #42): lifted above the best score, not level
+    with it (a tie kept #42 first: the sort is stable)."""
+    from core.models import Chunk
+    from core.retrieve import Candidate, analyse, select
+    from core.retrieve.candidates import Found
+    from core.retrieve.search import Pool, named_issues_first
+
+    def cand(row: int, coll: str, issue: int | None, score: float) -> Candidate:
+        key = f"issue:{issue}" if issue else "a.py"
+        ch = Chunk(coll, key, "t", key, 1, issue=issue, path=None if issue else key)  # type: ignore[arg-type]
+        return Candidate(coll, row, score, chunk=ch)  # type: ignore[arg-type]
+
+    hits = {"issues": [cand(0, "issues", 42, 0.9), cand(1, "issues", 7, 0.4)],
+            "code": [cand(2, "code", None, 0.8)]}  # fmt: skip
+    hits["issues"][1].exact = True
+    pool = Pool(Found(hits), analyse("is #7 the one where the timeout is ignored?"), None, {})  # type: ignore[arg-type]
+    named_issues_first(pool)
+    assert [c.chunk.issue for c in hits["issues"] if c.chunk] == [7, 42]
+    assert hits["issues"][0].score > 0.9
+    chosen, _ = select(hits, 3, 0.0)  # type: ignore[arg-type]
+    assert [c.row for c in chosen][:2] == [1, 0]  # the first source a person reads: #7

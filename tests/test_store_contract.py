@@ -570,27 +570,10 @@ async def test_a_filter_scores_as_its_repositories_own_build(
         await alone.close()
 
 
-@pytest.mark.asyncio
-@pytest.mark.parametrize("hnsw", ["", "index", "old"])
-async def test_a_filters_vector_search_is_its_repositories_own(
-    make_store: Callable[[], IndexStore], hnsw: str
-) -> None:
-    """Filtered to some repositories of a build over several, the vector search gives the
-    nearest ``n`` of *their* rows — what their own build gives — not the build's nearest ``n``
-    with the others left out (which, where the others are nearer, is fewer than ``n``). With
-    ``hnsw`` the PostgreSQL store searches through an HNSW index: pgvector's iterative scan
-    (``index``), or exactly where pgvector is older than 0.8 (``old``)."""
-    store = make_store()
-    if hnsw:
-        if not hasattr(store, "hnsw_min_rows"):
-            pytest.skip("an HNSW index is the PostgreSQL store's")
-        from core.store.postgres.db import Database
-        from core.store.postgres.index import PostgresStore
-
-        # every collection indexed, and the index used although a scan would be cheaper here
-        url = pg.new_database()
-        url += ("&" if "?" in url else "?") + "enable_seqscan=off"
-        store = PostgresStore(Database(url), hnsw_min_rows=1)
+async def _filtered_near(store: IndexStore, hnsw: str = "") -> None:
+    """A build over a and b and one of a alone: filtered to a, the vector search of the first
+    gives what the second gives (``hnsw``: PostgreSQL through an HNSW index, ``index`` with
+    pgvector's iterative scan, ``old`` as with pgvector older than 0.8)."""
     by_text = lambda _, c: _by_text(c)  # noqa: E731
     both = await _docs_build(store, "both", {"b": B_ROWS, "a": A_ROWS}, by_text)
     alone = await _docs_build(store, "a", {"a": A_ROWS}, by_text)
@@ -619,8 +602,40 @@ async def test_a_filters_vector_search_is_its_repositories_own(
     finally:
         await both.close()
         await alone.close()
-        if hnsw:
-            await store.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.asyncio
+async def test_a_filters_vector_search_is_its_repositories_own(
+    make_store: Callable[[], IndexStore],
+) -> None:
+    """Filtered to some repositories of a build over several, the vector search gives the
+    nearest ``n`` of *their* rows — what their own build gives — not the build's nearest ``n``
+    with the others left out (which, where the others are nearer, is fewer than ``n``)."""
+    await _filtered_near(make_store())
+
+
+def _pg_indexed(*settings: str) -> Any:
+    """A PostgreSQL store whose every collection has an HNSW index, used although a scan
+    would be cheaper here (``settings``: more of the connection's)."""
+    from core.store.postgres.db import Database
+    from core.store.postgres.index import PostgresStore
+
+    url = pg.new_database()
+    url += ("&" if "?" in url else "?") + "&".join(["enable_seqscan=off", *settings])
+    return PostgresStore(Database(url), hnsw_min_rows=1)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("hnsw", ["index", "old"])
+async def test_a_filters_hnsw_search_is_its_repositories_own(hnsw: str) -> None:
+    """The same through PostgreSQL's HNSW index: pgvector's iterative scan goes on until
+    enough of the kept rows pass (``index``); with pgvector older than 0.8 the search is exact
+    (``old``)."""
+    store = _pg_indexed()
+    try:
+        await _filtered_near(store, hnsw)
+    finally:
+        await store.close()
 
 
 @pytest.mark.asyncio
@@ -674,12 +689,7 @@ async def test_a_filters_hnsw_scan_that_stops_short_searches_exactly() -> None:
     """Through an HNSW index, a filter's iterative scan stops after ``hnsw.max_scan_tuples``
     rows (here 1): where that leaves fewer rows than asked and the filter keeps more, the
     search is exact. b's 300 rows surround the query; a's 5 are far from it."""
-    from core.store.postgres.db import Database
-    from core.store.postgres.index import PostgresStore
-
-    url = pg.new_database()
-    url += ("&" if "?" in url else "?") + "enable_seqscan=off&hnsw.max_scan_tuples=1"
-    store = PostgresStore(Database(url), hnsw_min_rows=1)
+    store = _pg_indexed("hnsw.max_scan_tuples=1")
     q = unit(0)
     rng = np.random.default_rng(7)
 

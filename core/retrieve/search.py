@@ -34,7 +34,8 @@ from core.store.base import BuildReader
 BUG = 0.5
 # How far (cosine units) a question naming a repository moves that repository's candidates up.
 REPO_TILT = 0.03
-# Above the other repositories' #N that tie at the top (named_issues_first): an order, not a gap.
+# Above the pool's best, for a thread the question names by number, and again for the one a bare
+# #N of several repositories means (named_issues_first): an order, not a gap.
 FIRST = 1e-3
 
 
@@ -291,8 +292,8 @@ def named_issues_first(pool: Pool) -> None:
         return
     top = max(c.score for c in pool.all())
     chosen = pool.route.repo_issues
-    for h in named:
-        h.score = max(h.score, top)
+    for h in named:  # above the best (a tie would keep the best first: the sort is stable)
+        h.score = max(h.score, top + FIRST)
         c = h.chunk
         if c is not None and c.issue is not None and chosen.get(c.issue) == c.repo:
             h.score += FIRST
