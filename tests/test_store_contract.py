@@ -573,7 +573,8 @@ async def test_a_filter_scores_as_its_repositories_own_build(
 async def _filtered_near(store: IndexStore, hnsw: str = "") -> None:
     """A build over a and b and one of a alone: filtered to a, the vector search of the first
     gives what the second gives (``hnsw``: PostgreSQL through an HNSW index, ``index`` with
-    pgvector's iterative scan, ``old`` as with pgvector older than 0.8)."""
+    pgvector's iterative scan, ``old`` as with pgvector older than 0.8, ``few`` exact below
+    ``hnsw_min_rows``)."""
     by_text = lambda _, c: _by_text(c)  # noqa: E731
     both = await _docs_build(store, "both", {"b": B_ROWS, "a": A_ROWS}, by_text)
     alone = await _docs_build(store, "a", {"a": A_ROWS}, by_text)
@@ -581,6 +582,7 @@ async def _filtered_near(store: IndexStore, hnsw: str = "") -> None:
         assert "docs" in both._hnsw
         both.ef_search = alone.ef_search = 1
         both.iterative = alone.iterative = hnsw != "old"
+        both.exact_below = alone.exact_below = 1000 if hnsw == "few" else 1
     try:
 
         async def near(r: Any, q: np.ndarray, n: int, *repos: str) -> list[tuple[Any, float]]:
@@ -626,11 +628,12 @@ def _pg_indexed(*settings: str) -> Any:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("hnsw", ["index", "old"])
+@pytest.mark.parametrize("hnsw", ["index", "old", "few"])
 async def test_a_filters_hnsw_search_is_its_repositories_own(hnsw: str) -> None:
     """The same through PostgreSQL's HNSW index: pgvector's iterative scan goes on until
     enough of the kept rows pass (``index``); with pgvector older than 0.8 the search is exact
-    (``old``)."""
+    (``old``), and so it is where the kept rows are fewer than a collection that gets an index
+    (``few``: as their own build, unindexed, would search them)."""
     store = _pg_indexed()
     try:
         await _filtered_near(store, hnsw)

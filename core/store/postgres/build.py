@@ -227,7 +227,8 @@ class PgWriter:
             await conn.execute(
                 f"CREATE INDEX ON {t(c)} (doc_key); CREATE INDEX ON {t(c)} (path);"
                 f'CREATE INDEX ON {t(c)} ((reverse(path)) COLLATE "C");'
-                f"CREATE INDEX ON {t(c)} (issue); CREATE INDEX ON {t(c + '_post')} (term, part);"
+                f"CREATE INDEX ON {t(c)} (issue); CREATE INDEX ON {t(c)} (repo);"
+                f"CREATE INDEX ON {t(c + '_post')} (term, part);"
             )
             if self._sizes[c] >= self.store.hnsw_min_rows and self._dim:
                 await conn.execute(

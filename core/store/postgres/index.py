@@ -5,7 +5,11 @@ instance for the one build or sync at a time.
 Vectors: ``pgvector`` columns, searched by negative inner product (rows are unit vectors, so it
 is the cosine). A collection under ``hnsw_min_rows`` is searched exactly (a scan); a bigger one
 gets an HNSW index at commit and is searched through it with ``hnsw.ef_search`` candidates — the
-recall against exact search, measured on e5 embeddings, is in ``benchmarks/RESULTS.md``.
+recall against exact search, measured on e5 embeddings, is in ``benchmarks/RESULTS.md``. A
+filter (some repositories of a build over several) is searched as a build of its rows alone
+would be: exactly (through the ``repo`` index) when they are fewer than ``hnsw_min_rows``, else
+through HNSW with pgvector's iterative scan (exact with pgvector < 0.8, or where the scan stops
+short).
 
 Lexical: BM25 from the build's postings of each lexical token (``core/store/bm25.py``), the same
 formula, constants and code as the local store, scored in this process with numpy. PostgreSQL's
@@ -92,6 +96,7 @@ class PgReader:
         self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
         self._groups: dict[str, np.ndarray] = {}  # …and each row's, per collection
         self.iterative = True  # pgvector ≥ 0.8: a filter's HNSW scan goes on until n rows pass
+        self.exact_below = HNSW_MIN_ROWS  # a filter keeping fewer rows is searched exactly
         self.exact = False  # True: never the HNSW index (benchmarks measure recall with it)
         self.ef_search = EF_SEARCH  # HNSW candidates (benchmarks sweep it)
 
@@ -123,27 +128,41 @@ class PgReader:
         kept = self._kept(repos)  # a filter, in a build over several: the nearest of its rows
         if kept == []:
             return []
-        where = "" if kept is None else "WHERE repo = ANY($3::text[]) "
-        sql = (
-            f"SELECT row, (embedding <#> $1) * -1 FROM {self._t(collection)} "
-            f"{where}ORDER BY embedding <#> $1 LIMIT $2"
-        )
-        args: list[Any] = [q, n] if kept is None else [q, n, kept]
         indexed = collection in self._hnsw
+        if kept is not None and indexed and self._rows_of(collection, kept) < self.exact_below:
+            # as the kept repositories' own build would: exact below hnsw_min_rows — their
+            # rows through the repo index, the distance an expression HNSW cannot serve
+            return await self._dense_rows(
+                "WHERE repo = ANY($3::text[]) ORDER BY (embedding <#> $1) + 0", [], collection,
+                q, n, kept,
+            )  # fmt: skip
+        where = "" if kept is None else "WHERE repo = ANY($3::text[]) "
+        order = f"{where}ORDER BY embedding <#> $1"
         ef = max(self.ef_search, n)
         exact = ["SET LOCAL enable_indexscan = off"]
         if not indexed or (not self.exact and ef == EF_SEARCH and kept is None):  # one statement
-            rows = await self._fetch(sql, *args)
-        elif self.exact or (kept is not None and not self.iterative):
-            rows = await self._fetch_set(exact, sql, *args)  # a filter, pgvector < 0.8: exact
-        else:  # more than ef_search candidates, or a filter: the index scanned on until n
-            # of its rows pass (pgvector ≥ 0.8), exact where that stops short
-            # (hnsw.max_scan_tuples) of the rows the filter keeps
-            it = [] if kept is None else ["SET LOCAL hnsw.iterative_scan = strict_order"]
-            rows = await self._fetch_set([f"SET LOCAL hnsw.ef_search = {int(ef)}", *it], sql, *args)
-            if kept is not None and len(rows) < min(n, self._rows_of(collection, kept)):
-                rows = await self._fetch_set(exact, sql, *args)
-        return [Hit(int(r), float(s)) for r, s in rows]
+            return await self._dense_rows(order, [], collection, q, n, kept)
+        if self.exact or (kept is not None and not self.iterative):
+            return await self._dense_rows(order, exact, collection, q, n, kept)  # pgvector < 0.8
+        # more than ef_search candidates, or a filter: the index scanned on until n of its rows
+        # pass (pgvector ≥ 0.8), exact where that stops short (hnsw.max_scan_tuples)
+        it = [] if kept is None else ["SET LOCAL hnsw.iterative_scan = strict_order"]
+        hits = await self._dense_rows(
+            order, [f"SET LOCAL hnsw.ef_search = {int(ef)}", *it], collection, q, n, kept
+        )
+        if kept is not None and len(hits) < min(n, self._rows_of(collection, kept)):
+            hits = await self._dense_rows(order, exact, collection, q, n, kept)
+        return hits
+
+    async def _dense_rows(
+        self, order: str, settings: Sequence[str], collection: Collection, q: np.ndarray, n: int,
+        kept: list[str] | None,
+    ) -> list[Hit]:  # fmt: skip
+        """``dense``'s statement: ``order`` its WHERE and ORDER BY, under ``settings``."""
+        sql = f"SELECT row, (embedding <#> $1) * -1 FROM {self._t(collection)} {order} LIMIT $2"
+        args: list[Any] = [q, n] if kept is None else [q, n, kept]
+        got = await (self._fetch_set(settings, sql, *args) if settings else self._fetch(sql, *args))
+        return [Hit(int(r), float(s)) for r, s in got]
 
     def _rows_of(self, collection: Collection, repos: Sequence[str]) -> int:
         """How many rows of ``collection`` the repositories hold."""
@@ -421,6 +440,7 @@ class PostgresStore:
             "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
         )
         reader.iterative = _version(version) >= (0, 8)
+        reader.exact_below = self.hnsw_min_rows  # as a build of the kept rows alone would
         for coll, blob in await reader._fetch(
             f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
         ):
