@@ -230,6 +230,7 @@ async def filtered_recall(reader: Any, qv: list[np.ndarray], k: int = 10) -> dic
 
     out: dict[str, Any] = {}
     got: dict[str, list[Any]] = {}
+    before = reader.exact, reader.exact_below
     arms = (("exact", True, 0), ("default", False, HNSW_MIN_ROWS), ("iterative", False, 0))
     for name, exact, below in arms:
         reader.exact, reader.exact_below = exact, below
@@ -244,7 +245,7 @@ async def filtered_recall(reader: Any, qv: list[np.ndarray], k: int = 10) -> dic
             len({h.row for h in a} & {h.row for h in b}) / max(len(a), 1)
             for a, b in zip(got["exact"], hits, strict=True)
         ]))  # fmt: skip
-    reader.exact, reader.exact_below = False, HNSW_MIN_ROWS
+    reader.exact, reader.exact_below = before
     return out
 
 

@@ -177,6 +177,8 @@ async def exact_rows(
         rows, repos = await issue_rows(reader, route, n, 3, keep)
         if len(repos) > 1:
             route.several[n] = repos
+        elif keep and repos:  # a filter's one repository with #N: the hop reads its thread
+            route.repo_issues.setdefault(n, repos[0])
         for row in rows:
             out["issues"][row] = f"issue #{n}" + (f" in {', '.join(repos)}" if repos else "")
     if route.issues and route.hop:  # "where was #N fixed?": what its pull requests changed

@@ -373,20 +373,14 @@ def select_by_repo(
 
 
 def keep_issues(route: Route, keep: tuple[str, ...]) -> None:
-    """A filter's issue numbers: a bare ``#N`` that several repositories have counts only the
-    kept ones (the note then names no repository the filter leaves out), and where one kept
-    repository has it — or the filter keeps one — the issue → code hop reads that one's."""
-    for n in route.issues:
-        having = route.several.pop(n, None)
-        if having is None:
-            if len(keep) == 1:
+    """A filter's issue numbers: ``candidates.exact_rows`` looked a bare ``#N`` up in the kept
+    repositories only (``route.several`` names none the filter leaves out, and where one kept
+    repository has it, that one is ``route.repo_issues``'); a filter keeping one repository
+    makes every bare ``#N`` its own, for the issue → code hop."""
+    if len(keep) == 1:
+        for n in route.issues:
+            if n not in route.several:
                 route.repo_issues.setdefault(n, keep[0])
-            continue
-        kept = [r for r in having if r in keep]
-        if len(kept) > 1:
-            route.several[n] = kept
-        elif kept:
-            route.repo_issues.setdefault(n, kept[0])
 
 
 def only_repo(hits: list[Candidate], keep: tuple[str, ...]) -> list[Candidate]:

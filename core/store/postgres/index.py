@@ -9,7 +9,8 @@ recall against exact search, measured on e5 embeddings, is in ``benchmarks/RESUL
 filter (some repositories of a build over several) is searched as a build of its rows alone
 would be: exactly (through the ``repo`` index) when they are fewer than ``hnsw_min_rows``, else
 through HNSW with pgvector's iterative scan (exact with pgvector < 0.8, or where the scan stops
-short).
+short) — approximate, like that build's, but with a filter's recall, which falls with the
+share of rows it keeps (benchmarks/RESULTS.md).
 
 Lexical: BM25 from the build's postings of each lexical token (``core/store/bm25.py``), the same
 formula, constants and code as the local store, scored in this process with numpy. PostgreSQL's
