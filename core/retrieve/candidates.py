@@ -208,10 +208,11 @@ async def exact_rows(
     for path in route.paths[:4]:
         framed = any(f.startswith(f"{path}:") for f in route.frames)
         for coll in _FILES:
-            rows = await (
-                _frame_rows(reader, coll, path, keep) if framed else reader.path_rows(coll, path)
-            )
-            for row in (await _kept_rows(reader, coll, rows, keep))[:3]:
+            if framed:  # the longest tail the kept repositories hold
+                rows = await _frame_rows(reader, coll, path, keep)
+            else:
+                rows = await _kept_rows(reader, coll, await reader.path_rows(coll, path), keep)
+            for row in rows[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
         defs = set(out["code"])
