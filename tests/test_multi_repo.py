@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -334,6 +336,25 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
         await app.search("product", "anything", repo="nope")
 
 
+@asynccontextmanager
+async def server_beside(
+    tmp: Path, repos: dict[str, Path], inst: Path, embedder: FakeEmbedder
+) -> AsyncIterator[FakeApp]:
+    """An app over ``world``'s instance and the server's own one-repository instance, both
+    indexed (what a filter to the server should search as)."""
+    (inst / "server.yaml").write_text(
+        f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"
+        f"issues: {{file: {tmp / 'server-issues.json'}}}\n"
+    )
+    app = FakeApp(inst, tmp / "data", lambda: embedder)
+    try:
+        await app.index("product")
+        await app.index("server")
+        yield app
+    finally:
+        await app.close()
+
+
 @pytest.mark.asyncio
 async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
     tmp_path: Path, fake_embedder: FakeEmbedder
@@ -344,14 +365,7 @@ async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
     world coverage is what would differ; BM25's own check is the store contract's
     (``test_a_filter_scores_as_its_repositories_own_build``)."""
     repos, inst = world(tmp_path)
-    (inst / "server.yaml").write_text(
-        f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"
-        f"issues: {{file: {tmp_path / 'server-issues.json'}}}\n"
-    )
-    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
-    try:
-        await app.index("product")
-        await app.index("server")
+    async with server_beside(tmp_path, repos, inst, fake_embedder) as app:
         for q in ("how does the server answer a request on a path?",
                   "deploy the server with docker compose",
                   "the server crashes when the path is empty"):  # fmt: skip
@@ -361,8 +375,6 @@ async def test_a_filter_to_one_repo_ranks_as_its_own_instance(
                 (s.path, s.issue, s.start_line) for s in own.sources], q  # fmt: skip
             assert [s.score for s in kept.sources] == pytest.approx(
                 [s.score for s in own.sources], rel=1e-6), q  # fmt: skip
-    finally:
-        await app.close()
 
 
 @pytest.mark.asyncio
@@ -380,14 +392,7 @@ async def test_a_filter_names_what_its_repo_names(
         """})  # fmt: skip
     git(repos["client"], "add", "-A")
     git(repos["client"], "commit", "-q", "-m", "serve")
-    (inst / "server.yaml").write_text(
-        f"repo: {{path: {repos['server']}}}\nweb_url: https://github.com/acme/server\n"
-        f"issues: {{file: {tmp_path / 'server-issues.json'}}}\n"
-    )
-    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
-    try:
-        await app.index("product")
-        await app.index("server")
+    async with server_beside(tmp_path, repos, inst, fake_embedder) as app:
         for q in ("what does HandleRequest return?", "is #12 still open?"):
             own = await app.search("server", q, k=6)
             kept = await app.search("product", q, k=6, repo="server")
@@ -399,8 +404,6 @@ async def test_a_filter_names_what_its_repo_names(
                 (s.path, s.issue) for s in own.sources], q  # fmt: skip
         every = await app.search("product", "what does HandleRequest return?")
         assert [e["why"] for e in every.route["exact"]["code"]] == ["defines HandleRequest"]
-    finally:
-        await app.close()
 
 
 @pytest.mark.asyncio

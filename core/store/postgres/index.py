@@ -130,7 +130,8 @@ class PgReader:
         if kept == []:
             return []
         indexed = collection in self._hnsw
-        if kept is not None and indexed and self._rows_of(collection, kept) < self.exact_below:
+        held = self._rows_of(collection, kept) if kept is not None and indexed else 0
+        if kept is not None and indexed and held < self.exact_below:
             # as the kept repositories' own build would: exact below hnsw_min_rows — their
             # rows through the repo index, the distance an expression HNSW cannot serve
             return await self._dense_rows(
@@ -151,7 +152,7 @@ class PgReader:
         hits = await self._dense_rows(
             order, [f"SET LOCAL hnsw.ef_search = {int(ef)}", *it], collection, q, n, kept
         )
-        if kept is not None and len(hits) < min(n, self._rows_of(collection, kept)):
+        if kept is not None and len(hits) < min(n, held):
             hits = await self._dense_rows(order, exact, collection, q, n, kept)
         return hits
 
