@@ -1,11 +1,12 @@
 """Indexing speed: a full index from a cold embedding cache, then an incremental re-index after a
-one-file change, on this repository and on a larger real source tree (an installed package's
-source, made into a git repository).
+one-file change, then an update that finds nothing changed (the live build is kept, not written
+again), on this repository and on a larger real source tree (an installed package's source, made
+into a git repository).
 
     python benchmarks/bench_index.py [--trees self httpx pydantic] [--backend auto]
 
-Prints wall time, chunks, chunks/s and tokens/s for the full index, and the incremental time as a
-ratio of the full one.
+Prints wall time, chunks, chunks/s and tokens/s for the full index, the incremental time as a
+ratio of the full one, and the no-change update's time as a ratio of the incremental one.
 """
 
 from __future__ import annotations
@@ -65,12 +66,15 @@ async def bench(name: str, backend: str, work: Path) -> str:
     p.write_text(p.read_text() + "\n\ndef _bench_added():\n    return 'one more function'\n")
     git(repo, "commit", "-qam", "one-file change")
     inc = await app.index(name)
+    same = await app.index(name)
+    assert same.kept_live, "an update that found nothing changed wrote a new build"
     await app.close()
     n = sum(full.chunks.values())
     return (
         f"| {name} | {full.files} | {n} | {full.seconds:.1f} | {n / full.seconds:.1f} | "
         f"{tokens / max(full.embed_seconds, 1e-9):.0f} | {inc.seconds:.2f} "
-        f"({inc.chunks_embedded} re-embedded) | {inc.seconds / full.seconds:.3f} |"
+        f"({inc.chunks_embedded} re-embedded) | {inc.seconds / full.seconds:.3f} | "
+        f"{same.seconds:.2f} | {same.seconds / inc.seconds:.2f} |"
     )
 
 
@@ -81,9 +85,10 @@ async def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-index-"))
     print(
-        "| tree | files | chunks | full s | chunks/s | tokens/s (embed) | incremental s | ratio |"
+        "| tree | files | chunks | full s | chunks/s | tokens/s (embed) | incremental s | ratio | "
+        "nothing changed s | ratio to incremental |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.trees:
         print(await bench(name, args.backend, work), flush=True)
     shutil.rmtree(work, ignore_errors=True)

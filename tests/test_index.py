@@ -71,6 +71,61 @@ async def test_one_file_change_reembeds_only_that_files_chunks(sample) -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("backend", ["local", "postgres"])
+async def test_an_update_that_finds_nothing_changed_keeps_the_live_build(
+    sample, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Nothing the build holds would differ: the live build stays (no copy of every chunk,
+    vector and index) and the summary says so with its counts. A new commit that touches no
+    indexed file, a new web address and a work tree turning dirty each re-pin the permalinks:
+    a new build."""
+    tmp, repo = sample["tmp"], sample["repo"]
+    store = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    app = FakeApp(tmp / "instances", tmp / f"data-{backend}", store=store)
+    try:
+        first = await app.index("widget")
+        live = await app.store.live_id("widget")
+        same = await app.index("widget")
+        assert same.kept_live and not first.kept_live
+        assert await app.store.live_id("widget") == live
+        assert (same.files, same.chunks, same.symbols) == (first.files, first.chunks, first.symbols)
+        assert same.chunks_embedded == 0 and same.units_changed == 0
+        assert (await app.ask("widget", "default timeout")).sources
+
+        write_files(repo, {"tasks/todo.md": "# Todo\n\nExcluded from the index.\n"})
+        sha2 = commit_all(repo)
+        moved = await app.index("widget")
+        assert not moved.kept_live and moved.units_changed == 0 and moved.commit == sha2
+        assert await app.store.live_id("widget") != live
+        r = await app.store.open_live("widget")
+        assert r is not None
+        try:
+            assert all(sha2 in c.url for c in await r.all_chunks("docs"))
+        finally:
+            await r.close()
+
+        yaml = tmp / "instances" / "widget.yaml"
+        yaml.write_text(yaml.read_text().replace("acme/widget", "acme/gadget"))
+        await app.close()  # the instance file is read when the process starts
+        app = FakeApp(tmp / "instances", tmp / f"data-{backend}", store=store)
+        relinked = await app.index("widget")
+        assert not relinked.kept_live
+        r = await app.store.open_live("widget")
+        assert r is not None
+        try:
+            code = await r.all_chunks("code")
+            assert code and all(c.url.startswith("https://github.com/acme/gadget/") for c in code)
+        finally:
+            await r.close()
+
+        (repo / "tasks" / "todo.md").write_text("# Todo\n\nEdited, not committed.\n")
+        assert not (await app.index("widget")).kept_live  # dirty: git diff can't stand in
+        assert (await app.index("widget")).kept_live
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
 async def test_deleted_file_leaves_the_index(sample) -> None:
     app, repo = sample["app"], sample["repo"]
     await app.index("widget")

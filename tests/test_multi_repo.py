@@ -211,6 +211,16 @@ async def test_incremental_reembeds_only_the_changed_repo(
     assert s.repos["server"]["chunks_new"] == 0
     assert embedded == s.chunks_embedded == s.repos["client"]["chunks_new"] == 1
     assert "server: git diff" in s.change_detection and "client: git diff" in s.change_detection
+    # Nothing moved since: the live build stays, with every repository's counts.
+    live = await app.store.live_id("product")
+    again = await app.index("product")
+    assert again.kept_live and await app.store.live_id("product") == live
+    for name in ("client", "server"):
+        r, was = again.repos[name], s.repos[name]
+        assert [r[k] for k in ("commit", "files", "chunks")] == [
+            was[k] for k in ("commit", "files", "chunks")
+        ]
+    assert (again.chunks, again.files, again.symbols) == (s.chunks, s.files, s.symbols)
 
 
 @pytest.mark.asyncio

@@ -93,6 +93,8 @@ def format_summary(s: Summary) -> str:
     ]
     if s.rebuilt_reason:
         lines.append(f"  rebuilt:    {s.rebuilt_reason}")
+    if s.kept_live:
+        lines.append("  build:      nothing changed; the live build is kept as it is")
     for name, r in s.repos.items():
         lines.append(f"  {name}: {_repo_line(r)}")
     return "\n".join(lines)

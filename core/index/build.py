@@ -83,6 +83,8 @@ class Summary:
     chunks_read: int = 0  # chunks the tuned reader read ahead (retrieval.reader)
     read_seconds: float = 0.0
     rebuilt_reason: str | None = None
+    # Nothing the build holds would differ: the live build was kept, not written again.
+    kept_live: bool = False
     # An instance over several repositories: per repository its commit, whether its work tree
     # was clean, files and chunks per collection, units changed, new chunks, and its error.
     repos: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -157,6 +159,14 @@ async def build_index(
         summary.units_reused = len(reuse)
         summary.units_changed = len(changed)
         summary.units_deleted = len(set(old_units) - {d.key for d in docs})
+
+        pins = _pins(sources, fresh, summary)
+        if old is not None and not changed and not summary.units_deleted and not any(
+            r.get("error") for r in summary.repos.values()
+        ) and old.meta.get("pins") == pins:  # fmt: skip
+            await _keep_live(old, summary, inst, embedder, store, progress, reuse)
+            summary.seconds = time.perf_counter() - t0
+            return summary
 
         # Chunk the changed units on the model's thread (token counts need its tokenizer), one
         # unit a job behind any question's; one that cannot be chunked is left out, "excluded".
@@ -242,6 +252,7 @@ async def build_index(
                 await w.set_meta("commit", co.commit)
                 # git diff may stand in for reading files only against a build of a clean commit
                 await w.set_meta("tree_clean", co.commit is not None and not co.dirty)
+            await w.set_meta("pins", pins)
             await w.set_meta("built_at", time.time())
             await w.set_meta("summary", summary.to_json())
             await w.commit()
@@ -297,6 +308,55 @@ async def _read_repos(
                     for d in got)  # fmt: skip
     summary.change_detection = "; ".join(how)
     return docs, fresh
+
+
+def _pins(
+    sources: Sources, fresh: dict[str, tuple[str | None, str | None]], summary: Summary
+) -> dict[str, list[Any]]:
+    """What the build's permalinks and change detection are pinned to, per repository read:
+    its commit, web address and whether its work tree was clean."""
+    out: dict[str, list[Any]] = {}
+    for name, (commit, web) in fresh.items():
+        if name in summary.repos:
+            clean = bool(summary.repos[name].get("tree_clean"))
+        else:
+            co = sources.checkout
+            clean = co.commit is not None and not co.dirty
+        out[name] = [commit, web, clean]
+    return out
+
+
+async def _keep_live(
+    old: BuildReader,
+    summary: Summary,
+    inst: Instance,
+    embedder: EmbedService,
+    store: IndexStore,
+    progress: Progress | None,
+    reuse: set[str],
+) -> None:
+    """Nothing changed: the live build stays (no copy of every chunk, vector and index), and
+    ``summary`` gives its counts. The tuned reader, if on, still reads ahead what its cache
+    lacks (it may have just been turned on)."""
+    summary.kept_live = True
+    await store.tidy(inst.name)
+    before = old.meta.get("summary") or {}
+    for key in ("files", "chunks", "symbols", "largest_chunk_tokens", "over_window"):
+        if key in before:
+            setattr(summary, key, before[key])
+    for name, r in summary.repos.items():
+        was = (before.get("repos") or {}).get(name) or {}
+        r["files"], r["chunks"] = dict(was.get("files") or {}), dict(was.get("chunks") or {})
+    if inst.retrieval.reader:
+        kept, _ = await old.carried(reuse)
+        tr = time.perf_counter()
+        summary.chunks_read = await read_ahead(
+            embedder,
+            [c.text for c, _ in kept],
+            progress=(lambda a, b: progress("read", a, b)) if progress else None,
+            vectors=store.shared_vectors,
+        )
+        summary.read_seconds = time.perf_counter() - tr
 
 
 def _units_of(units: dict[str, Unit], repo: str) -> dict[str, Unit]:

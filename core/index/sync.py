@@ -77,6 +77,7 @@ class SyncReport:
             parts.append(
                 f"files read {s.files_read}, units changed {s.units_changed} (deleted "
                 f"{s.units_deleted}), chunks embedded {s.chunks_embedded}"
+                + (" (nothing changed: live build kept)" if s.kept_live else "")
             )
         if self.issues is not None:
             i = self.issues

@@ -275,6 +275,11 @@ class IndexStore(Protocol):
         """A new build of ``instance``, written aside: ``async with store.writer(n) as w``."""
         ...
 
+    async def tidy(self, instance: str) -> None:
+        """Clear what writers that died left behind, as a new build's commit does; the builds
+        themselves stay (an update that found nothing changed writes none)."""
+        ...
+
     def lock(self, instance: str) -> AbstractAsyncContextManager[None]:
         """Held while building or syncing ``instance``: one at a time, across processes too.
         Readers never take it."""

@@ -38,7 +38,7 @@ from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
 from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, kept_ids, on_search_thread, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
-from core.store.local_files import load_vectors, unreadable
+from core.store.local_files import load_vectors, prune, unreadable
 from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
 from core.store.local_schema import (
     CHUNK_COLS,
@@ -375,6 +375,14 @@ class LocalStore:
 
     def writer(self, instance: str) -> LocalWriter:
         return LocalWriter(self.layout, instance)
+
+    async def tidy(self, instance: str) -> None:
+        """Dead writers' temporary folders and links go; every build stays."""
+        builds = self.layout.builds(instance)
+        if builds.is_dir():
+            keep = {p.name for p in builds.iterdir() if not p.name.startswith(".tmp-")}
+            root = self.layout.instance(instance)
+            await asyncio.to_thread(prune, root, builds, keep, os.getpid())
 
     @contextlib.asynccontextmanager
     async def lock(self, instance: str) -> AsyncIterator[None]:

@@ -461,6 +461,9 @@ class PostgresStore:
     def writer(self, instance: str) -> PgWriter:
         return PgWriter(self, instance)
 
+    async def tidy(self, instance: str) -> None:
+        """Nothing to clear: a writer that dies has its transaction rolled back."""
+
     @contextlib.asynccontextmanager
     async def lock(self, instance: str) -> AsyncIterator[None]:
         """An asyncio lock for this process, then a session advisory lock on a connection of
