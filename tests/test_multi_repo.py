@@ -283,6 +283,32 @@ async def test_one_repo_failing_to_fetch_leaves_the_others_served(
 
 
 @pytest.mark.asyncio
+async def test_a_fetch_error_that_clears_leaves_status_too(
+    tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    """A repository's error is recorded in the build its update wrote; the next update that
+    reads it again writes a build without it, though nothing else changed — only then is a
+    no-change update's live build kept."""
+    origin = tmp_path / "client-origin"
+    make_repo(origin, CLIENT)
+    _, inst = world(tmp_path, client_source=f"url: file://{origin}")
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await app.index("product")
+        origin.rename(tmp_path / "away")
+        assert not (await app.sync("product")).ok
+        (tmp_path / "away").rename(origin)
+        back = await app.sync("product")
+        assert back.ok and back.summary is not None and not back.summary.kept_live
+        st = await app.status("product")
+        assert [r["last_error"] for r in st["repos"]] == [None, None]
+        again = await app.sync("product")
+        assert again.summary is not None and again.summary.kept_live
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
 async def test_sources_carry_repo_and_labels_show_it(product: dict[str, Any]) -> None:
     app = product["app"]
     await app.index("product")

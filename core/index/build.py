@@ -161,8 +161,9 @@ async def build_index(
         summary.units_deleted = len(set(old_units) - {d.key for d in docs})
 
         pins = _pins(sources, fresh, summary)
+        errors = [*summary.repos.values(), *(old.meta.get("repos") or {}).values()] if old else []
         if old is not None and not changed and not summary.units_deleted and not any(
-            r.get("error") for r in summary.repos.values()
+            r.get("error") for r in errors  # one recorded in the live build must be cleared
         ) and old.meta.get("pins") == pins:  # fmt: skip
             await _keep_live(old, summary, inst, embedder, store, progress, reuse)
             summary.seconds = time.perf_counter() - t0

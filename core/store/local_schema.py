@@ -10,7 +10,7 @@ from core.lexical import parts
 from core.models import Chunk, Symbol
 
 # Part of every build's stamp (``build.build_stamp``). Bump it, too, when what a writer derives
-# from the chunks changes (lexical forms, postings, symbol norms, test flags): an update that
+# from the chunks changes (lexical forms, postings, symbol norms): an update that
 # finds nothing changed keeps the live build as it is (``build._keep_live``), so only a stamp
 # that differs makes an unchanged repository's build be written again.
 SCHEMA_VERSION = 5  # 3: the code graph (symbols.calls, calls); 4: issue links; 5: repo columns

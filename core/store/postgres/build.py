@@ -31,8 +31,9 @@ from core.store.bm25 import postings
 
 SCHEMA_VERSION = 4  # the format of a build's tables (part of every stamp); 2: BM25 postings;
 # 3: links (a pull request's changed files and the issues it closes); 4: repo columns. Bump it,
-# too, when what the writer derives from the chunks changes: an update that finds nothing
-# changed keeps the live build (``build._keep_live``) unless the stamp differs.
+# too, when what the writer derives from the chunks changes, or the HNSW settings below: an
+# update that finds nothing changed keeps the live build (``build._keep_live``), its indexes
+# included, unless the stamp differs.
 HNSW_MIN_ROWS = 100_000  # a collection this big gets an HNSW index (benchmarks/RESULTS.md)
 HNSW_M, HNSW_EF_CONSTRUCTION = 16, 64  # pgvector's defaults; recall measured in bench_store.py
 # HNSW candidates per search, set per connection (raised per query above it). recall@10 against
