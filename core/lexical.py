@@ -12,6 +12,7 @@ searched with); :func:`terms` compares texts word by word (answers, the support 
 
 from __future__ import annotations
 
+import functools
 import re
 
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9_$]+(?:[./:\-][A-Za-zÀ-ÿ0-9_$]+)*")
@@ -32,19 +33,35 @@ STOP = frozenset(
 
 def parts(token: str) -> list[str]:
     """``parseConfig`` → [parse, config]; ``click.core.Option`` → [click, core, option]."""
+    return list(_parts(token))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _parts(token: str) -> tuple[str, ...]:
+    """:func:`parts`, remembered: a build's texts repeat the same identifiers and words, and
+    splitting them was most of an index write's lexical work."""
     out: list[str] = []
     for piece in _SPLIT.split(token):
         out.extend(p.lower() for p in _CAMEL.split(piece) if p)
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _expanded(token: str) -> tuple[str, ...]:
+    """One token's lexical tokens: its parts, then for a compound the parts joined."""
+    ps = _parts(token)
+    return (*ps, "".join(ps)) if len(ps) > 1 else ps
 
 
 def expand(text: str, *, keep_stop: bool = True) -> list[str]:
     """Lexical tokens of a text: parts of every token, plus the joined form of compounds."""
     out: list[str] = []
+    if keep_stop:
+        for tok in _TOKEN.findall(text):
+            out.extend(_expanded(tok))
+        return out
     for tok in _TOKEN.findall(text):
-        ps = parts(tok)
-        if not keep_stop:
-            ps = [p for p in ps if p not in STOP]
+        ps = [p for p in _parts(tok) if p not in STOP]
         out.extend(ps)
         if len(ps) > 1:
             out.append("".join(ps))

@@ -67,15 +67,18 @@ def postings(
         rows = np.repeat(np.arange(start, start + len(toks), dtype=np.int64), lens)
         keys, tfs = np.unique(ids * len(forms) + rows, return_counts=True)  # by term, then row
         term_ids, row_ids = np.divmod(keys, len(forms))
-        cuts = np.flatnonzero(np.diff(term_ids)) + 1
-        names = {i: t for t, i in vocab.items()}
         if not len(keys):
             continue
+        names = {i: t for t, i in vocab.items()}
+        # Each term's run of rows and counts, cut from one byte string each (not an array per
+        # term: a slice of bytes is all a term needs).
+        bounds = np.r_[0, np.flatnonzero(np.diff(term_ids)) + 1, len(keys)]
+        rows32 = row_ids.astype(np.int32).tobytes()
+        tfs16 = np.minimum(tfs, 65535).astype(np.uint16).tobytes()
         yield [
-            (names[int(tid)], part, seg_rows.astype(np.int32).tobytes(),
-             np.minimum(seg_tfs, 65535).astype(np.uint16).tobytes())
-            for seg_rows, seg_tfs, tid in zip(
-                np.split(row_ids, cuts), np.split(tfs, cuts), term_ids[np.r_[0, cuts]],
+            (names[tid], part, rows32[4 * a : 4 * b], tfs16[2 * a : 2 * b])
+            for tid, a, b in zip(
+                term_ids[bounds[:-1]].tolist(), bounds[:-1].tolist(), bounds[1:].tolist(),
                 strict=True,
             )
         ]  # fmt: skip
