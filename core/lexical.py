@@ -36,21 +36,37 @@ def parts(token: str) -> list[str]:
     return list(_parts(token))
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _parts(token: str) -> tuple[str, ...]:
-    """:func:`parts`, remembered: a build's texts repeat the same identifiers and words, and
-    splitting them was most of an index write's lexical work."""
+_REMEMBERED = 64  # longer tokens (a hash, a blob) are split each time, never kept
+
+
+def _split(token: str) -> tuple[str, ...]:
     out: list[str] = []
     for piece in _SPLIT.split(token):
         out.extend(p.lower() for p in _CAMEL.split(piece) if p)
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _expanded(token: str) -> tuple[str, ...]:
+_split_remembered = functools.lru_cache(maxsize=1 << 15)(_split)
+
+
+def _parts(token: str) -> tuple[str, ...]:
+    """:func:`parts` as a tuple, remembered for tokens up to :data:`_REMEMBERED` characters: a
+    build's texts repeat the same identifiers and words, and splitting them was most of an
+    index write's lexical work."""
+    return _split_remembered(token) if len(token) <= _REMEMBERED else _split(token)
+
+
+def _expand_one(token: str) -> tuple[str, ...]:
     """One token's lexical tokens: its parts, then for a compound the parts joined."""
     ps = _parts(token)
     return (*ps, "".join(ps)) if len(ps) > 1 else ps
+
+
+_expand_remembered = functools.lru_cache(maxsize=1 << 15)(_expand_one)
+
+
+def _expanded(token: str) -> tuple[str, ...]:
+    return _expand_remembered(token) if len(token) <= _REMEMBERED else _expand_one(token)
 
 
 def expand(text: str, *, keep_stop: bool = True) -> list[str]:

@@ -24,6 +24,16 @@ def test_dotted_names_and_paths_are_searchable() -> None:
     assert expand("HTTPServerError") == ["http", "server", "error", "httpservererror"]
 
 
+def test_a_token_splits_the_same_remembered_or_not() -> None:
+    """Splitting is remembered per token up to 64 characters; a longer one (a hash, a blob) is
+    split each time, the same way; stop words come out only of a query's terms."""
+    long = "a" * 60 + "Client_Error"  # 72 characters
+    assert expand(long) == ["a" * 60, "client", "error", f"{'a' * 60}clienterror"]
+    assert expand(long) == expand(long) and expand("HTTPServer") == expand("HTTPServer")
+    assert expand("for_the_win", keep_stop=False) == ["win"]
+    assert expand("for_the_win") == ["for", "the", "win", "forthewin"]
+
+
 def test_fts_query_drops_stop_words_and_dedupes() -> None:
     q = fts_match(query_terms("What does parse_config return for the config?"))
     assert q == '"parse" OR "config" OR "parseconfig" OR "return"'
