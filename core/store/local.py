@@ -378,11 +378,14 @@ class LocalStore:
 
     async def tidy(self, instance: str) -> None:
         """Dead writers' temporary folders and links go; every build stays."""
-        builds = self.layout.builds(instance)
-        if builds.is_dir():
-            keep = {p.name for p in builds.iterdir() if not p.name.startswith(".tmp-")}
-            root = self.layout.instance(instance)
-            await asyncio.to_thread(prune, root, builds, keep, os.getpid())
+        builds, root = self.layout.builds(instance), self.layout.instance(instance)
+
+        def clear() -> None:
+            if builds.is_dir():
+                keep = {p.name for p in builds.iterdir() if not p.name.startswith(".tmp-")}
+                prune(root, builds, keep, os.getpid())
+
+        await asyncio.to_thread(clear)
 
     @contextlib.asynccontextmanager
     async def lock(self, instance: str) -> AsyncIterator[None]:
