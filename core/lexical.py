@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9_$]+(?:[./:\-][A-Za-zÀ-ÿ0-9_$]+)*")
 _SPLIT = re.compile(r"[_./:\-$]+")
@@ -39,6 +40,14 @@ def parts(token: str) -> list[str]:
 _REMEMBERED = 64  # longer tokens (a hash, a blob) are split each time, never kept
 
 
+def _remembered(fn: Callable[[str], tuple[str, ...]]) -> Callable[[str], tuple[str, ...]]:
+    """``fn`` with its results kept for tokens up to :data:`_REMEMBERED` characters (at most
+    32,768 of them): a build's texts repeat the same identifiers and words, and splitting them
+    was most of an index write's lexical work."""
+    kept = functools.lru_cache(maxsize=1 << 15)(fn)
+    return lambda token: kept(token) if len(token) <= _REMEMBERED else fn(token)
+
+
 def _split(token: str) -> tuple[str, ...]:
     out: list[str] = []
     for piece in _SPLIT.split(token):
@@ -46,14 +55,7 @@ def _split(token: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_split_remembered = functools.lru_cache(maxsize=1 << 15)(_split)
-
-
-def _parts(token: str) -> tuple[str, ...]:
-    """:func:`parts` as a tuple, remembered for tokens up to :data:`_REMEMBERED` characters: a
-    build's texts repeat the same identifiers and words, and splitting them was most of an
-    index write's lexical work."""
-    return _split_remembered(token) if len(token) <= _REMEMBERED else _split(token)
+_parts = _remembered(_split)  # :func:`parts` as a tuple
 
 
 def _expand_one(token: str) -> tuple[str, ...]:
@@ -62,11 +64,7 @@ def _expand_one(token: str) -> tuple[str, ...]:
     return (*ps, "".join(ps)) if len(ps) > 1 else ps
 
 
-_expand_remembered = functools.lru_cache(maxsize=1 << 15)(_expand_one)
-
-
-def _expanded(token: str) -> tuple[str, ...]:
-    return _expand_remembered(token) if len(token) <= _REMEMBERED else _expand_one(token)
+_expanded = _remembered(_expand_one)
 
 
 def expand(text: str, *, keep_stop: bool = True) -> list[str]:

@@ -240,14 +240,22 @@ async def test_behind_names_the_repository_that_moved(product: dict[str, Any]) -
     assert await app.behind("product") == []
 
 
+def remote_client(
+    tmp_path: Path, fake_embedder: FakeEmbedder
+) -> tuple[Path, dict[str, Path], FakeApp]:
+    """The product world with the client cloned from a ``file://`` remote (which a test can
+    take away): the remote's folder, the repositories and an app (the caller closes it)."""
+    origin = tmp_path / "client-origin"
+    make_repo(origin, CLIENT)
+    repos, inst = world(tmp_path, client_source=f"url: file://{origin}")
+    return origin, repos, FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+
+
 @pytest.mark.asyncio
 async def test_one_repo_failing_to_fetch_leaves_the_others_served(
     tmp_path: Path, fake_embedder: FakeEmbedder
 ) -> None:
-    origin = tmp_path / "client-origin"
-    make_repo(origin, CLIENT)
-    repos, inst = world(tmp_path, client_source=f"url: file://{origin}")
-    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    origin, repos, app = remote_client(tmp_path, fake_embedder)
     try:
         await app.index("product")
         found = await app.search("product", "client retries a failed call three times")
@@ -289,10 +297,7 @@ async def test_a_fetch_error_that_clears_leaves_status_too(
     """A repository's error is recorded in the build its update wrote; the next update that
     reads it again writes a build without it, though nothing else changed — only then is a
     no-change update's live build kept."""
-    origin = tmp_path / "client-origin"
-    make_repo(origin, CLIENT)
-    _, inst = world(tmp_path, client_source=f"url: file://{origin}")
-    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    origin, _, app = remote_client(tmp_path, fake_embedder)
     try:
         await app.index("product")
         origin.rename(tmp_path / "away")

@@ -161,10 +161,7 @@ async def build_index(
         summary.units_deleted = len(set(old_units) - {d.key for d in docs})
 
         pins = _pins(sources, fresh, summary)
-        errors = [*summary.repos.values(), *(old.meta.get("repos") or {}).values()] if old else []
-        if old is not None and not changed and not summary.units_deleted and not any(
-            r.get("error") for r in errors  # one recorded in the live build must be cleared
-        ) and old.meta.get("pins") == pins:  # fmt: skip
+        if old is not None and _unchanged(old, changed, summary, pins):
             await _keep_live(old, summary, inst, embedder, store, progress, reuse)
             summary.seconds = time.perf_counter() - t0
             return summary
@@ -197,17 +194,8 @@ async def build_index(
         summary.embed_seconds = time.perf_counter() - te
         summary.chunks_embedded = embedder.passages_embedded - before
         if inst.retrieval.reader:
-            # The tuned reader's vectors of every chunk the cache lacks (reused ones too: the
-            # reader may have just been turned on), so that questions only read themselves;
-            # a PostgreSQL store keeps them for every process too.
-            tr = time.perf_counter()
-            summary.chunks_read = await read_ahead(
-                embedder,
-                [c.text for c, _ in kept] + [c.text for c in new_chunks],
-                progress=(lambda a, b: progress("read", a, b)) if progress else None,
-                vectors=store.shared_vectors,
-            )
-            summary.read_seconds = time.perf_counter() - tr
+            texts = [c.text for c, _ in kept] + [c.text for c in new_chunks]
+            await _read_ahead(texts, summary, embedder, store, progress)
         async with store.writer(inst.name) as w:
             for coll in COLLECTIONS:
                 rows: list[Chunk] = [c for c, _ in kept if c.collection == coll]
@@ -327,6 +315,22 @@ def _pins(
     return out
 
 
+def _unchanged(
+    old: BuildReader, changed: list[Document], summary: Summary, pins: dict[str, list[Any]]
+) -> bool:
+    """Whether the build this update would write holds what the live one does: no unit changed
+    or went, every repository read at the commit, web address and clean state the live build
+    is pinned to, and no repository's error — this read's, or one the live build records
+    (writing a build without it is what clears it from ``status``)."""
+    repos = [*summary.repos.values(), *(old.meta.get("repos") or {}).values()]
+    return (
+        not changed
+        and not summary.units_deleted
+        and not any(r.get("error") for r in repos)
+        and old.meta.get("pins") == pins
+    )
+
+
 async def _keep_live(
     old: BuildReader,
     summary: Summary,
@@ -350,14 +354,27 @@ async def _keep_live(
         r["files"], r["chunks"] = dict(was.get("files") or {}), dict(was.get("chunks") or {})
     if inst.retrieval.reader:
         kept, _ = await old.carried(reuse)
-        tr = time.perf_counter()
-        summary.chunks_read = await read_ahead(
-            embedder,
-            [c.text for c, _ in kept],
-            progress=(lambda a, b: progress("read", a, b)) if progress else None,
-            vectors=store.shared_vectors,
-        )
-        summary.read_seconds = time.perf_counter() - tr
+        await _read_ahead([c.text for c, _ in kept], summary, embedder, store, progress)
+
+
+async def _read_ahead(
+    texts: list[str],
+    summary: Summary,
+    embedder: EmbedService,
+    store: IndexStore,
+    progress: Progress | None,
+) -> None:
+    """The tuned reader's vectors of every chunk the cache lacks (reused ones too: the reader
+    may have just been turned on), so that questions only read themselves; a PostgreSQL store
+    keeps them for every process too."""
+    tr = time.perf_counter()
+    summary.chunks_read = await read_ahead(
+        embedder,
+        texts,
+        progress=(lambda a, b: progress("read", a, b)) if progress else None,
+        vectors=store.shared_vectors,
+    )
+    summary.read_seconds = time.perf_counter() - tr
 
 
 def _units_of(units: dict[str, Unit], repo: str) -> dict[str, Unit]:
