@@ -263,12 +263,16 @@ class ChatCore:
 
 
 def channel_note(answer: Answer) -> str:
-    """What a channel's default repository or scope did to the answer, and how to lift it."""
+    """What a channel's default repository or scope did to the answer, and how to lift it;
+    inside it, the repository the question names may have been searched alone (the answer's
+    note says so already: ``core/retrieve/narrow.py``)."""
     kept = answer.route.get("filter") or {}
     name, repos = kept.get("name"), kept.get("repos") or []
     if not name or not repos:
         return ""
     which = name if repos == [name] else f"{name} ({', '.join(repos)})"
+    if answer.route.get("narrowed"):
+        return f"within {which}, this channel's default"
     return f"searched {which}, this channel's default: add repo:all to search every repository"
 
 

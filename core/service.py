@@ -56,9 +56,9 @@ from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn,
 from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.language import detect_language
+from core.retrieve.narrow import narrowed_note, retrieve_named
 from core.retrieve.options import Mode, Options
 from core.retrieve.repos import has_filter, repo_options, split_repo, strip_repo
-from core.retrieve.search import retrieve
 from core.retrieve.translate import Apertium, Translator
 from core.store.base import BuildReader, IndexStore
 from core.store.open import open_backend
@@ -288,8 +288,8 @@ class RepoExpert:
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
-        found = await retrieve(reader, embedder, question, opt, kinds=kinds,
-                               translator=self.translator)  # fmt: skip
+        found = await retrieve_named(reader, embedder, question, opt, kinds=kinds,
+                                     translator=self.translator)  # fmt: skip
         found.commit = reader.meta.get("commit")
         return found
 
@@ -337,8 +337,8 @@ class RepoExpert:
         reader = await self.reader(name)
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file)
-        found = await retrieve(reader, embedder, query, opt, kinds=kinds,
-                               translator=self.translator)  # fmt: skip
+        found = await retrieve_named(reader, embedder, query, opt, kinds=kinds,
+                                     translator=self.translator)  # fmt: skip
         found.commit = reader.meta.get("commit")
         if collection is not None:
             found.sources = [s for s in found.sources if s.collection == collection]
@@ -415,6 +415,8 @@ class RepoExpert:
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
         if not answer.note:
             answer.note = several_note(retrieval.route.get("signals", {}))
+        if narrowed := narrowed_note(retrieval.route):
+            answer.note = "; ".join(x for x in (answer.note, narrowed) if x)
         answer.commit = retrieval.commit
         answer.timings_ms["answer"] = (time.perf_counter() - ta) * 1000
         answer.timings_ms["total"] = (time.perf_counter() - t) * 1000

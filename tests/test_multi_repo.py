@@ -359,12 +359,31 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
     client = await app.search("product", f"{q} (client)", k=2)
     assert server.sources[0].repo == "server" and client.sources[0].repo == "client"
     assert server.route["signals"]["repos"] == ["server"]
-    assert "repository server named" in server.route["sources"][0]["why"]
     assert {s.repo for s in plain.sources} == {"server", "client"}
-    # A tilt, not a filter: the client's retry docs still answer a question naming the server.
+    # The named repository leads, so the question is answered from it alone, as repo:server
+    # would (core/retrieve/narrow.py), and the route says why.
+    assert {s.repo for s in server.sources} == {"server"}
+    assert server.route["narrowed"]["repo"] == "server" and "filter" not in server.route
+    assert ("repository server named: answered from it alone"
+            in server.route["sources"][0]["why"])  # fmt: skip
+    alone = await app.search("product", q, k=2, repo="server")
+    assert [s.chunk_id for s in server.sources] == [s.chunk_id for s in alone.sources]
+    said = await app.ask("product", f"{q} (server)")
+    assert said.note == ("searched server alone, the repository the question names: add "
+                         "repo:all to search every repository")  # fmt: skip
+    assert (await app.ask("product", q)).note == ""
+    # A tilt, not a filter: the client's retry docs still answer a question naming the server,
+    # and then nothing is narrowed.
     tilted = await app.search("product", "how many times does a failed call retry with backoff"
                               " (asked about the server)", k=3)  # fmt: skip
-    assert tilted.sources[0].repo == "client"
+    assert tilted.sources[0].repo == "client" and "narrowed" not in tilted.route
+    assert tilted.route["signals"]["repos"] == ["server"]
+    both = await app.search("product", f"{q} (server or client?)", k=2)
+    assert both.route["signals"]["repos"] == ["server", "client"] and "narrowed" not in both.route
+    # repo:all searches every repository, as asked: the tilt alone.
+    every = await app.search("product", f"repo:all {q} (server)", k=2)
+    assert every.sources[0].repo == "server" and "narrowed" not in every.route
+    assert every.route["filter"] == {"name": "all", "repos": []}
     # The filter: `repo=` (CLI --repo, API/MCP) and `repo:NAME` in the question (the bots).
     only = await app.search("product", "how many times does a failed call retry", repo="server")
     assert only.sources and {s.repo for s in only.sources} == {"server"}
@@ -375,6 +394,23 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
 
     with pytest.raises(BadQuestion, match="no such repository in this instance"):
         await app.search("product", "anything", repo="nope")
+
+
+@pytest.mark.asyncio
+async def test_naming_only_tilts_with_named_repo_alone_off(
+    tmp_path: Path, fake_embedder: FakeEmbedder
+) -> None:
+    _, inst = world(tmp_path)
+    text = (inst / "product.yaml").read_text()
+    (inst / "product.yaml").write_text(text + "retrieval: {named_repo_alone: false}\n")
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
+    try:
+        await app.index("product")
+        found = await app.search("product", "what does the README say? (server)", k=2)
+        assert found.sources[0].repo == "server" and "narrowed" not in found.route
+        assert "repository server named" in found.route["sources"][0]["why"]
+    finally:
+        await app.close()
 
 
 @asynccontextmanager

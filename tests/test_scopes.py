@@ -131,9 +131,16 @@ async def test_a_scope_filters_like_a_repository_and_all_lifts_it(product: FakeA
                   await product.search("product", f"repo:Backend {QUESTION}")):  # fmt: skip
         assert found.sources and {s.repo for s in found.sources} <= {"server", "worker"}
         assert found.route["filter"] == {"name": "backend", "repos": ["server", "worker"]}
-    # Inside a scope, naming one of its repositories still tilts toward it.
+    # Inside a scope, naming one of its repositories still tilts toward it; leading, it is
+    # answered from alone, and the filter asked for is still the scope.
     named = await product.search("product", f"repo:backend {QUESTION} (worker)")
-    assert named.sources[0].repo == "worker"
+    assert named.sources[0].repo == "worker" and {s.repo for s in named.sources} == {"worker"}
+    assert named.route["narrowed"]["repo"] == "worker"
+    assert named.route["filter"] == {"name": "backend", "repos": ["server", "worker"]}
+    # A repository the scope does not keep is not searched for being named.
+    outside = await product.search("product", f"repo:backend {QUESTION} (client)")
+    assert {s.repo for s in outside.sources} <= {"server", "worker"}
+    assert "narrowed" not in outside.route
     every = await product.search("product", f"repo:all {QUESTION}", k=6)
     assert [s.chunk_id for s in every.sources] == [s.chunk_id for s in plain.sources]
     assert every.route["filter"] == {"name": "all", "repos": []}
@@ -184,9 +191,9 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
     w.make_bot()
     try:
 
-        async def ask(text: str, channel: str) -> list[str]:
+        async def ask(text: str, channel: str, user: str = "U1") -> list[str]:
             n = len(stub.of("chat.update"))
-            assert ack_text(await w.send(command(w, text, channel=channel))) == ""
+            assert ack_text(await w.send(command(w, text, channel=channel, user=user))) == ""
             await w.settle()
             return section_texts(stub.of("chat.update")[n]["blocks"])
 
@@ -203,6 +210,12 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
         assert "acme/client" in other and "acme/server" not in other
         elsewhere = "\n".join(await ask(f"product {QUESTION}", "CGEN"))
         assert "acme/client" in elsewhere and "this channel's default" not in elsewhere
+        assert "alone" not in elsewhere
+        # A question that names the repository that leads says it was searched alone.
+        named = "\n".join(await ask(f"product {QUESTION} in the worker", "CGEN", "U2"))
+        assert "acme/worker" in named and "acme/client" not in named
+        assert ("searched worker alone, the repository the question names: add repo:all to "
+                "search every repository") in named  # fmt: skip
         # A thread that lifted the default keeps it lifted for its follow-ups.
         for text, ts, thread in ((f"product repo:all {QUESTION}", "300.000100", None),
                                  ("and how many times with backoff?", "300.000200",
@@ -220,7 +233,10 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
                              channel="CBACK", thread_ts="300.000100", user="U7"))  # fmt: skip
         await w.settle()
         blocks = [c.args["blocks"] for c in stub.calls[n:] if "blocks" in c.args]
-        assert "searched backend (server, worker), this channel's default" in "\n".join(
+        # It names the server, which leads: searched alone, inside the channel's default.
+        assert ("searched server alone, the repository the question names: add repo:all to "
+                "search every repository; within backend (server, worker), this channel's "
+                "default") in "\n".join(
             section_texts(blocks[-1]))  # fmt: skip
     finally:
         assert w.bot is not None

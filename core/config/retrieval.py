@@ -163,6 +163,16 @@ class RetrievalConfig(StrictModel):
         description="Order the sources so that every file's (thread's) best chunk comes before "
         "any file's second chunk (false: by score alone).",
     )
+    # PLAN-s65 (variants/prompts-2026-12-07i): the twenty dev sets' repositories in one
+    # instance, no filter, reporting halves, cited MRR 0.7750 -> 0.7862 (+0.0112 +- 0.0038;
+    # bug reports +0.0194 +- 0.0056, no group down); a channel's scope +0.0034 +- 0.0028.
+    named_repo_alone: bool = Field(
+        default=True,
+        description="An instance over several repositories: a question that names one of them "
+        "(by name or alias), whose first source across the instance is that repository's, is "
+        "answered from it alone, as repo:NAME would (its own candidate lists and statistics); "
+        "false: naming only tilts toward it. repo:all searches every repository as asked.",
+    )
     # On the tuning halves, scored by rankers fitted on the other sets: the fix's file among the
     # cited sources 0.824 -> 0.941 (yargs), 1.000 -> 1.000 (the others); its identifiers among
     # the cited text 0.853 -> 0.706 (a second chunk of the right file gives way to other files).

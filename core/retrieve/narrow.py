@@ -1,0 +1,86 @@
+"""A question that names one repository of an instance over several, answered from it alone.
+
+A question naming a repository ("how does *gson* pick a type adapter?") tilts retrieval toward it
+(``search.tilt``), but the pool is the whole instance's: its candidate lists are cut over every
+repository and its lexical statistics are the instance's, so the named repository's own sources
+come in a worse order than in its own index. When the named repository also leads — the first
+source of the whole instance's retrieval is its — the question is retrieved again as
+``repo:NAME`` would (the repository's own lists and statistics, ``repos.with_repo``), and that
+retrieval is the answer's; its route says so (``narrowed``). When another repository leads, the
+first retrieval stands: naming is a tilt, never a filter (and *just*, the adverb, does not pull
+a question into casey/just). ``repo:all`` (or a channel default of ``all``) searches every
+repository as asked. Measured in ``variants/prompts-2026-12-07i/PLAN-s65.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.config import EVERY
+from core.embed import EmbedService
+from core.models import Retrieval
+from core.retrieve.kinds import KindModel
+from core.retrieve.options import Options
+from core.retrieve.repos import with_repo
+from core.retrieve.search import retrieve
+from core.retrieve.translate import Translator
+from core.store.base import BuildReader
+
+
+def leader(found: Retrieval, opt: Options) -> str | None:
+    """The repository to answer from alone: the one the question names, when it is the only one
+    named, the first source is its, and the filter asked for (if any) keeps it among others.
+    None: the retrieval stands."""
+    if opt.mode != "full" or not opt.config.named_repo_alone or not opt.aliases:
+        return None
+    if opt.repo == EVERY or len(opt.keep) == 1:  # every repository asked for; or one already
+        return None
+    repos = found.route.get("signals", {}).get("repos") or []
+    if len(repos) != 1 or not found.sources:
+        return None
+    repo = repos[0]
+    if opt.keep and repo not in opt.keep:
+        return None
+    return repo if found.sources[0].repo == repo else None
+
+
+async def retrieve_named(
+    reader: BuildReader,
+    embedder: EmbedService,
+    question: str,
+    opt: Options,
+    kinds: KindModel | None = None,
+    translator: Translator | None = None,
+) -> Retrieval:
+    """``search.retrieve``, then, where :func:`leader` names a repository, again with it as the
+    filter; the route keeps the filter that was asked for and says which repository and why."""
+    found = await retrieve(reader, embedder, question, opt, kinds=kinds, translator=translator)
+    repo = leader(found, opt)
+    if repo is None:
+        return found
+    alone = await retrieve(reader, embedder, question, with_repo(opt, repo.lower()), kinds=kinds,
+                           translator=translator)  # fmt: skip
+    alone.route.pop("filter", None)
+    if "filter" in found.route:  # a channel's scope, still what was asked for
+        alone.route["filter"] = found.route["filter"]
+    several = found.route.get("signals", {}).get("issues_in_several")
+    if several:  # a bare #N of several repositories: the note still names them all
+        alone.route.setdefault("signals", {})["issues_in_several"] = several
+    alone.route["narrowed"] = {
+        "repo": repo,
+        "why": f"the question names {repo} and its source ranked first across the instance",
+    }
+    for src in alone.route.get("sources", []):
+        src["why"] = [*src.get("why", []), f"repository {repo} named: answered from it alone"]
+    alone.timings_ms = {"first_pass": sum(found.timings_ms.values()), **alone.timings_ms}
+    return alone
+
+
+def narrowed_note(route: dict[str, Any]) -> str:
+    """The answer's note for a narrowed retrieval (every face shows it): which repository, and
+    how to search them all."""
+    repo = (route.get("narrowed") or {}).get("repo")
+    if not repo:
+        return ""
+    return (f"searched {repo} alone, the repository the question names: add repo:all to search "
+            "every repository")  # fmt: skip
