@@ -226,8 +226,11 @@ class Gateway:
             raise Rejected("bad_request", 400, f"collection must be one of {one_of}")
         coll: Collection | None = collection
         found = await self.app.search(inst, q, k=n, collection=coll, repo=self.repo(repo))
-        return {"instance": inst, "query": q, "commit": found.commit,
-                "sources": [s.to_json() for s in found.sources]}  # fmt: skip
+        out: dict[str, Any] = {"instance": inst, "query": q, "commit": found.commit,
+               "sources": [s.to_json() for s in found.sources]}  # fmt: skip
+        if "narrowed" in found.route:  # the repository the query names, searched alone
+            out["narrowed"] = {k: found.route["narrowed"][k] for k in ("repo", "why")}
+        return out
 
     async def ask(
         self,

@@ -222,6 +222,16 @@ def document(config: ServeConfig) -> dict[str, Any]:
                                 "instance": {"type": "string"},
                                 "commit": {"type": ["string", "null"]},
                                 "sources": {"type": "array", "items": _ref("Source")},
+                                "narrowed": {
+                                    "type": "object",
+                                    "description": "An instance over several repositories: the "
+                                    "query names this one, whose source led, so it was searched "
+                                    "alone (add repo:all to the query to search beyond it)",
+                                    "properties": {
+                                        "repo": {"type": "string"},
+                                        "why": {"type": "string"},
+                                    },
+                                },
                             },
                         },
                         "Sources",

@@ -63,6 +63,9 @@ class Support:
         repo = core.channel_repo(instance, self.platform, ch.channel, question)
         found = await core.app.retrieve(instance, question, repo=repo)
         top = found.sources[0].score if found.sources else float("-inf")
+        # A question searched alone in the repository it names: its score as the whole
+        # instance ranked it, the scale min_score was set on (core/retrieve/narrow.py).
+        top = (found.route.get("narrowed") or {}).get("first_score", top)
         sure = top >= ch.min_score
         log.info("%s support: top score %.2f %s %.2f in %s", self.platform, top,
                  ">=" if sure else "<", ch.min_score, ch.channel)  # fmt: skip

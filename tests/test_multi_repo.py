@@ -366,11 +366,24 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
     assert server.route["narrowed"]["repo"] == "server" and "filter" not in server.route
     assert ("repository server named: answered from it alone"
             in server.route["sources"][0]["why"])  # fmt: skip
-    alone = await app.search("product", q, k=2, repo="server")
+    alone = await app.search("product", f"{q} (server)", k=2, repo="server")
     assert [s.chunk_id for s in server.sources] == [s.chunk_id for s in alone.sources]
+    assert "narrowed" not in alone.route  # already one repository: nothing to narrow
     said = await app.ask("product", f"{q} (server)")
     assert said.note == ("searched server alone, the repository the question names: add "
-                         "repo:all to search every repository")  # fmt: skip
+                         "repo:all to search beyond it")  # fmt: skip
+    # A follow-up is searched with the turn it follows, which named the server.
+    from core.models import Turn
+
+    follow = await app.ask("product", "and what else does it say?",
+                           conversation=[Turn(f"{q} (server)", said.text)])  # fmt: skip
+    assert follow.route["narrowed"]["repo"] == "server"
+    assert {s.repo for s in follow.sources} == {"server"}
+    # A named issue of the named repository: the issue → code hop, inside it.
+    hop = await app.search("product", "where is the bug from server#12?")
+    assert hop.route["narrowed"]["repo"] == "server" and hop.route["signals"]["issue_to_code"]
+    assert [(s.repo, s.issue) for s in hop.sources if s.issue is not None][:1] == [("server", 12)]
+    assert {s.repo for s in hop.sources} == {"server"}
     assert (await app.ask("product", q)).note == ""
     # A tilt, not a filter: the client's retry docs still answer a question naming the server,
     # and then nothing is narrowed.
@@ -402,13 +415,20 @@ async def test_naming_only_tilts_with_named_repo_alone_off(
 ) -> None:
     _, inst = world(tmp_path)
     text = (inst / "product.yaml").read_text()
-    (inst / "product.yaml").write_text(text + "retrieval: {named_repo_alone: false}\n")
+    (inst / "tilt.yaml").write_text(text + "retrieval: {named_repo_alone: false}\n")
     app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder)
     try:
         await app.index("product")
-        found = await app.search("product", "what does the README say? (server)", k=2)
+        await app.index("tilt")
+        q = "what does the README say? (server)"
+        found = await app.search("tilt", q, k=2)
         assert found.sources[0].repo == "server" and "narrowed" not in found.route
         assert "repository server named" in found.route["sources"][0]["why"]
+        # The narrowed retrieval keeps the first pass's top score, as the whole instance ranked
+        # it (what a support channel's min_score is compared with: bot/support.py).
+        narrowed = await app.search("product", q, k=2)
+        assert narrowed.route["narrowed"]["first_score"] == found.sources[0].score
+        assert narrowed.sources[0].score != found.sources[0].score  # the tilt is not in it
     finally:
         await app.close()
 

@@ -215,7 +215,7 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
         named = "\n".join(await ask(f"product {QUESTION} in the worker", "CGEN", "U2"))
         assert "acme/worker" in named and "acme/client" not in named
         assert ("searched worker alone, the repository the question names: add repo:all to "
-                "search every repository") in named  # fmt: skip
+                "search beyond it") in named  # fmt: skip
         # A thread that lifted the default keeps it lifted for its follow-ups.
         for text, ts, thread in ((f"product repo:all {QUESTION}", "300.000100", None),
                                  ("and how many times with backoff?", "300.000200",
@@ -235,7 +235,7 @@ async def test_a_channel_default_over_the_wire_and_a_question_that_lifts_it(
         blocks = [c.args["blocks"] for c in stub.calls[n:] if "blocks" in c.args]
         # It names the server, which leads: searched alone, inside the channel's default.
         assert ("searched server alone, the repository the question names: add repo:all to "
-                "search every repository; within backend (server, worker), this channel's "
+                "search beyond it; within backend (server, worker), this channel's "
                 "default") in "\n".join(
             section_texts(blocks[-1]))  # fmt: skip
     finally:
@@ -296,6 +296,19 @@ async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product:
             # The answer's own lines name each source's repository too.
             assert "• worker: README.md › Worker: " in got["answer"]
             assert "this channel's default" not in got["note"]  # asked for, not a default
+            # The caller's scope, a question naming the worker (which leads): the worker alone,
+            # and the search says so; repo:all in the query searches the whole scope.
+            named = {"instance": "product", "query": f"{QUESTION} (worker)", "repo": "backend"}
+            got = (await c.post(api.url + "/v1/search", json=named)).json()
+            assert {s["repo"] for s in got["sources"]} == {"worker"}
+            assert got["narrowed"]["repo"] == "worker"
+            whole = {**named, "query": f"repo:all {QUESTION} (worker)"}
+            got = (await c.post(api.url + "/v1/search", json=whole)).json()
+            assert "narrowed" not in got and got["sources"]
+            assert {s["repo"] for s in got["sources"]} <= {"server", "worker"}
+            got = (await c.post(api.url + "/v1/search", json={**named, "repo": None,
+                                                              "query": QUESTION})).json()
+            assert "narrowed" not in got  # names none
             r = await c.post(api.url + "/v1/ask", json={**body, "repo": "client", "stream": True})
             assert r.status_code == 200 and '"repo": "client"' in r.text
             assert '"repo": "server"' not in r.text and '"repo": "worker"' not in r.text

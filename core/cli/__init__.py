@@ -189,7 +189,8 @@ def parser() -> argparse.ArgumentParser:
         "--repo",
         metavar="NAME",
         help="an instance over several repositories: sources from this one only, or from a "
-        "scope's (scopes:) (a question naming one only leans toward it)",
+        "scope's (scopes:) (a question naming one of them is searched in it alone when it leads; "
+        "repo:all in the question: the whole of NAME)",
     )
     s.set_defaults(fn=c.cmd_ask)
 

@@ -8,8 +8,9 @@ source of the whole instance's retrieval is its — the question is retrieved ag
 ``repo:NAME`` would (the repository's own lists and statistics, ``repos.with_repo``), and that
 retrieval is the answer's; its route says so (``narrowed``). When another repository leads, the
 first retrieval stands: naming is a tilt, never a filter (and *just*, the adverb, does not pull
-a question into casey/just). ``repo:all`` (or a channel default of ``all``) searches every
-repository as asked. Measured in ``variants/prompts-2026-12-07i/PLAN-s65.md``.
+a question into casey/just unless casey/just leads anyway). ``repo:all`` searches every
+repository as asked (with a caller's own filter kept, ``--repo``/the API's ``repo``: all of it,
+``Options.narrow``). Measured in ``variants/prompts-2026-12-07i/PLAN-s65.md``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def leader(found: Retrieval, opt: Options) -> str | None:
     """The repository to answer from alone: the one the question names, when it is the only one
     named, the first source is its, and the filter asked for (if any) keeps it among others.
     None: the retrieval stands."""
-    if opt.mode != "full" or not opt.config.named_repo_alone or not opt.aliases:
+    if opt.mode != "full" or not opt.config.named_repo_alone or not opt.aliases or not opt.narrow:
         return None
     if opt.repo == EVERY or len(opt.keep) == 1:  # every repository asked for; or one already
         return None
@@ -39,7 +40,7 @@ def leader(found: Retrieval, opt: Options) -> str | None:
     if len(repos) != 1 or not found.sources:
         return None
     repo = repos[0]
-    if opt.keep and repo not in opt.keep:
+    if opt.keep and repo not in opt.keep:  # a guard: the kept repositories' sources only lead
         return None
     return repo if found.sources[0].repo == repo else None
 
@@ -63,12 +64,16 @@ async def retrieve_named(
     alone.route.pop("filter", None)
     if "filter" in found.route:  # a channel's scope, still what was asked for
         alone.route["filter"] = found.route["filter"]
-    several = found.route.get("signals", {}).get("issues_in_several")
-    if several:  # a bare #N of several repositories: the note still names them all
-        alone.route.setdefault("signals", {})["issues_in_several"] = several
+    signals = found.route.get("signals", {})
+    if signals.get("issues_in_several"):  # a bare #N of several repositories: the note still
+        for key in ("issues_in_several", "repo_issues"):  # names them all, as the first pass did
+            if key in signals:
+                alone.route.setdefault("signals", {})[key] = signals[key]
     alone.route["narrowed"] = {
         "repo": repo,
         "why": f"the question names {repo} and its source ranked first across the instance",
+        # that source's score, as the whole instance ranked it (a support channel's min_score)
+        "first_score": found.sources[0].score,
     }
     for src in alone.route.get("sources", []):
         src["why"] = [*src.get("why", []), f"repository {repo} named: answered from it alone"]
@@ -77,10 +82,10 @@ async def retrieve_named(
 
 
 def narrowed_note(route: dict[str, Any]) -> str:
-    """The answer's note for a narrowed retrieval (every face shows it): which repository, and
-    how to search them all."""
+    """The answer's note for a narrowed retrieval (every face's answer; the search calls return
+    ``narrowed``): which repository, and how to search beyond it."""
     repo = (route.get("narrowed") or {}).get("repo")
     if not repo:
         return ""
     return (f"searched {repo} alone, the repository the question names: add repo:all to search "
-            "every repository")  # fmt: skip
+            "beyond it")  # fmt: skip

@@ -44,6 +44,9 @@ class Options:
     scopes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     repo: str | None = None
     keep: tuple[str, ...] = ()
+    # A repository the question names may be searched alone (core/retrieve/narrow.py); off when
+    # the question says repo:all and the caller's own filter is kept.
+    narrow: bool = True
 
     @classmethod
     def of(

@@ -5,8 +5,9 @@
   may be a scope (``scopes:``, a named group of the repositories: keeps its members) or ``all``
   (keeps every one: lifts a channel's default, ``access.*.channel_repos``).
 - A question that names a repository, by its name or an alias the configuration gives ("how does
-  the *client* retry?"), tilts retrieval toward it (:func:`named`, applied in ``search.py``):
-  never a filter — another repository that fits better still takes slots.
+  the *client* retry?"), tilts retrieval toward it (:func:`named`, applied in ``search.py``),
+  and when that repository then leads it is searched alone (``narrow.py``): never a filter —
+  another repository that fits better still comes first and takes slots.
 - Issue references resolve per repository: ``client#42``, ``issue 42 in client`` name the
   client's #42; a bare ``#42`` names every repository's #42 (:func:`issue_refs`).
 """
@@ -115,7 +116,10 @@ def split_repo(question: str, opt: Options) -> tuple[str, Options]:
     rest, key = split_filter(question, opt)
     if key is None:
         return question, opt
-    return rest, with_repo(opt, key) if opt.repo is None else opt
+    if opt.repo is None:
+        return rest, with_repo(opt, key)
+    # The caller's filter is kept; repo:all still asks for it whole: nothing narrowed inside it.
+    return rest, dataclasses.replace(opt, narrow=False) if key == EVERY else opt
 
 
 def strip_repo(question: str) -> str:
