@@ -9,8 +9,9 @@ whole extractive ``ask``. Also runs N concurrent asks (1, 8, 32) and reports thr
     python benchmarks/bench_retrieval.py [--sizes 5000 50000] [--queries 40] [--repos 10]
 
 Prints p50/p95 per size and the ratio 50k/5k (exact search grows linearly; the rest should not).
-With ``--repos R`` the chunks belong to R repositories, and each question is also asked filtered
-to one of them (``repo:r0``: its vector and lexical search over that repository's rows, with its
+With ``--repos R`` the chunks belong to R repositories, and each question is also asked naming
+one of them ("… (r0)": the service's path, a tilt and, when r0 leads, r0 searched alone) and
+filtered to it (``repo:r0``: its vector and lexical search over that repository's rows, with its
 statistics), alternating with the unfiltered one in the same run; and r0's rows are built alone,
 as that repository's own instance, to count the filtered questions whose sources equal its own.
 """
@@ -38,6 +39,7 @@ from core.embed import embed_service
 from core.layout import Layout
 from core.models import Chunk, Retrieval, Symbol
 from core.retrieve import Options, retrieve
+from core.retrieve.narrow import retrieve_named
 from core.retrieve.repos import with_repo
 from core.retrieve.translate import Apertium
 from core.store.local import LocalStore
@@ -142,9 +144,12 @@ async def main() -> None:
         # filtered to one repository, as a channel's default or repo:r0 does; and r0's rows
         # alone as a build of their own, whose sources the filtered question should give
         names = {f"r{i}": f"r{i}" for i in range(args.repos)}
-        to_r0 = with_repo(dataclasses.replace(
-            opt, aliases=names, scopes={k: (k,) for k in names}), "r0")  # fmt: skip
+        several = dataclasses.replace(opt, aliases=names, scopes={k: (k,) for k in names})
+        to_r0 = with_repo(several, "r0")
         alone: list[bool] = []
+        # … and naming r0 ("… (r0)"): a tilt, then r0 alone if it leads (narrow.py)
+        named_ms: list[float] = []
+        narrowed: list[bool] = []
         if args.repos > 1:
             store_r0 = LocalStore(Layout(tmp / f"{n}-r0"))
             await build(store_r0, n, dim, repos=args.repos, only="r0")
@@ -158,6 +163,10 @@ async def main() -> None:
                 kept.append((time.perf_counter() - t0) * 1000)
                 own = await retrieve(reader_r0, svc, qtext, opt, translator=tr)
                 alone.append(_cited(got) == _cited(own))
+                t0 = time.perf_counter()
+                nm = await retrieve_named(reader, svc, f"{qtext} (r0)", several, translator=tr)
+                named_ms.append((time.perf_counter() - t0) * 1000)
+                narrowed.append("narrowed" in nm.route)
             t0 = time.perf_counter()
             r = await retrieve(reader, svc, qtext, opt, translator=tr)
             t1 = time.perf_counter()
@@ -199,6 +208,10 @@ async def main() -> None:
                   f"{statistics.median(kept):6.1f} ms  p95 {pct(kept, 95):6.1f} ms "
                   f"({statistics.median(kept) / statistics.median(ret):.2f}x unfiltered); "
                   f"sources as that repository's own build: {sum(alone)}/{len(alone)}")
+            print(f"{n:>7} chunks over {args.repos} repositories, naming one: retrieve p50 "
+                  f"{statistics.median(named_ms):6.1f} ms  p95 {pct(named_ms, 95):6.1f} ms "
+                  f"({statistics.median(named_ms) / statistics.median(ret):.2f}x unnamed); "
+                  f"searched that repository alone: {sum(narrowed)}/{len(narrowed)}")
     if len(args.sizes) > 1:
         a, b = args.sizes[0], args.sizes[-1]
         ra = statistics.median(results[a][0])
