@@ -433,6 +433,31 @@ async def test_naming_only_tilts_with_named_repo_alone_off(
         await app.close()
 
 
+@pytest.mark.asyncio
+@pytest.mark.parametrize("backend", ["local", "postgres"])
+async def test_a_named_repo_that_leads_is_searched_as_its_filter_on_both_stores(
+    tmp_path: Path, fake_embedder: FakeEmbedder, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """Narrowing is the filter's path on either store: the same sources, in the same order,
+    with the same scores as ``repo=server`` for the same text."""
+    _, inst = world(tmp_path)
+    store = request.getfixturevalue("pg_url") if backend == "postgres" else None
+    app = FakeApp(inst, tmp_path / "data", lambda: fake_embedder, store=store)
+    try:
+        await app.index("product")
+        for q in ("what does the README say? (server)",
+                  "the server crashes when the path is empty, where is that handled?"):  # fmt: skip
+            named = await app.search("product", q, k=4)
+            kept = await app.search("product", q, k=4, repo="server")
+            assert named.route["narrowed"]["repo"] == "server", q
+            assert [(s.repo, s.path, s.issue, s.start_line) for s in named.sources] == [
+                (s.repo, s.path, s.issue, s.start_line) for s in kept.sources], q  # fmt: skip
+            assert [s.score for s in named.sources] == pytest.approx(
+                [s.score for s in kept.sources], rel=1e-6), q  # fmt: skip
+    finally:
+        await app.close()
+
+
 @asynccontextmanager
 async def server_beside(
     tmp: Path, repos: dict[str, Path], inst: Path, embedder: FakeEmbedder
