@@ -227,7 +227,7 @@ class Gateway:
         coll: Collection | None = collection
         found = await self.app.search(inst, q, k=n, collection=coll, repo=self.repo(repo))
         out: dict[str, Any] = {"instance": inst, "query": q, "commit": found.commit,
-               "sources": [s.to_json() for s in found.sources]}  # fmt: skip
+                               "sources": [s.to_json() for s in found.sources]}  # fmt: skip
         if "narrowed" in found.route:  # the repository the query names, searched alone
             out["narrowed"] = {k: found.route["narrowed"][k] for k in ("repo", "why")}
         return out
