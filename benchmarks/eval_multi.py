@@ -18,6 +18,9 @@ returns them). ``--localize`` also scores ``localize.yaml`` (bug reports → the
 changed) on ``devsets-loc`` against each set's ``-loc`` instance: the same repositories, every
 tracker without the pull requests that fixed its set's bug reports (as ``eval_devsets.py``).
 
+``--sets``: the dev sets to put in it (default: every one but the held-out sets, which are
+scored only when named, for a fresh check; they belong to no team).
+
 ``devsets`` has one scope per language team (:data:`TEAMS`: the repositories of one language).
 ``--channel team`` asks each of its questions as in a chat channel whose default is the
 question's team (``access.*.channel_repos``: the service's ``repo`` = the team's scope);
@@ -49,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from eval_devsets import DEVSETS, LOC, fix_prs, instance_file, setting, snapshot  # noqa: E402
+from eval_devsets import DEVSETS, HELD_OUT, LOC, fix_prs, instance_file, setting, snapshot  # noqa: E402
 from eval_devsets import SETS as DEFAULT_SETS  # noqa: E402
 
 from core.config import Settings  # noqa: E402
@@ -66,6 +69,9 @@ from core.service import RepoExpert  # noqa: E402
 
 # The sets eval_devsets scores by default: never a held-out one (they have no team either).
 SETS = [n for n in DEFAULT_SETS if (DEVSETS / n / "questions.yaml").exists()]
+# The held-out sets (source.yaml ``held_out``): scored only when named with --sets, for a fresh
+# check; they belong to no team.
+HELD = [n for n in HELD_OUT if (DEVSETS / n / "questions.yaml").exists()]
 MULTI = "devsets"
 GROUPS = {"qa": "questions.yaml", "localize": "localize.yaml"}
 # An organisation's teams, by the language of their repositories (fixed in PLAN-s46.md before
@@ -308,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repos", type=Path, required=True)
     ap.add_argument("--workdir", type=Path, required=True)
-    ap.add_argument("--sets", nargs="+", default=SETS, choices=SETS)
+    ap.add_argument("--sets", nargs="+", default=SETS, choices=[*SETS, *HELD],
+                    help="default: every set but the held-out ones (those only when named)")
     ap.add_argument("--cache", type=Path, help="an embeddings.sqlite to start from")
     ap.add_argument("-k", type=int, default=6)
     ap.add_argument("--split", choices=["all", "tune", "report"], default="all")
@@ -321,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single", type=Path, help="single.json of an earlier run: not scored again")
     ap.add_argument("--set", nargs="*", metavar="KEY=VALUE", type=setting,
                     help="retrieval settings of every instance (e.g. reader=true)")
-    return asyncio.run(run(ap.parse_args(argv)))
+    args = ap.parse_args(argv)
+    teamless = [n for n in args.sets if args.channel == "team" and n in HELD]
+    if teamless:
+        ap.error(f"--channel team: {', '.join(teamless)} belong to no team (held-out sets)")
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

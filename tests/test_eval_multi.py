@@ -116,3 +116,11 @@ def test_teams_are_scopes_of_the_org_instance_and_channels_filter_by_them(tmp_pa
     assert eval_multi.channel_repo("ky", "team") == "js"
     assert eval_multi.channel_repo("ky", "own") == "ky"
     assert eval_multi.channel_repo("ky", "none") is None
+
+
+def test_held_out_sets_only_when_named_and_in_no_team(capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_multi.HELD and not set(eval_multi.HELD) & set(eval_multi.SETS)
+    held = eval_multi.HELD[0]
+    with pytest.raises(SystemExit):
+        eval_multi.main(["--repos", "r", "--workdir", "w", "--sets", held, "--channel", "team"])
+    assert f"--channel team: {held} belong to no team" in capsys.readouterr().err
