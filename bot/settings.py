@@ -193,7 +193,8 @@ class SupportChannel(_Model):
     min_score: float = Field(
         default=DEFAULT_MIN_SCORE,
         description="Answer unasked only when the top source's fused score is at least this "
-        "(sources[0].score of ask --json); higher: fewer, surer answers.",
+        "(sources[0].score of ask --json; route.narrowed.first_score when the question was "
+        "searched in the repository it names alone); higher: fewer, surer answers.",
     )
     otherwise: Literal["silent", "react"] = Field(
         default="silent", description="When not confident: say nothing, or react to the "

@@ -414,7 +414,8 @@ class RepoExpert:
         ta = time.perf_counter()
         answer = await self.answerer_for(name).answer(question, retrieval, conversation, on_text)
         if not answer.note:
-            answer.note = several_note(retrieval.route.get("signals", {}))
+            alone = (retrieval.route.get("narrowed") or {}).get("repo")
+            answer.note = several_note(retrieval.route.get("signals", {}), alone)
         if narrowed := narrowed_note(retrieval.route):
             answer.note = "; ".join(x for x in (answer.note, narrowed) if x)
         answer.commit = retrieval.commit
@@ -474,14 +475,20 @@ class RepoExpert:
         await self.backend.close()
 
 
-def several_note(signals: dict[str, Any]) -> str:
+def several_note(signals: dict[str, Any], alone: str | None = None) -> str:
     """What to tell a person whose bare #N is in several repositories: which one the answer
-    took first (the one whose thread fits the question best) and how to ask for another."""
+    took first (the one whose thread fits the question best) and how to ask for another;
+    ``alone``: the one repository searched (``narrow.py``), whose #N is the only one shown."""
     several: dict[str, list[str]] = signals.get("issues_in_several") or {}
     taken: dict[str, str] = signals.get("repo_issues") or {}
     notes = []
     for n, repos in several.items():
         where = " and ".join([", ".join(repos[:-1]), repos[-1]] if len(repos) > 1 else repos)
+        if alone in repos:
+            other = next(r for r in repos if r != alone)
+            notes.append(f"#{n} is in {where}: {alone}#{n} is shown (ask about {other}#{n} for "
+                         "another)")  # fmt: skip
+            continue
         first = taken.get(n)
         if first is None:
             notes.append(f"#{n} is in {where}: all are shown")

@@ -458,6 +458,56 @@ async def test_a_named_repo_that_leads_is_searched_as_its_filter_on_both_stores(
         await app.close()
 
 
+@pytest.mark.asyncio
+async def test_a_support_channel_judges_a_narrowed_question_by_its_first_pass(
+    tmp_path: Path, product: dict[str, Any]
+) -> None:
+    """min_score is compared with the first source's score as the whole instance ranked it
+    (route.narrowed.first_score), not with the narrowed retrieval's own top score."""
+    from bot.common import ChatCore
+    from bot.settings import ServeConfig
+    from bot.support import Support
+    from core.store.conversations import ConversationStore
+
+    app = product["app"]
+    await app.index("product")
+    q = "what does the README say? (server)"
+    narrowed = await app.search("product", q)
+    first, own = narrowed.route["narrowed"]["first_score"], narrowed.sources[0].score
+    assert first != own
+    store = await ConversationStore.open(tmp_path / "c.sqlite")
+    try:
+        core = ChatCore(app, store, ServeConfig())
+        for min_score in ((first + own) / 2, min(first, own) - 1.0):
+            settings = ServeConfig.model_validate({"support": {"channels": [
+                {"platform": "slack", "channel": "C1", "min_score": min_score}]}}).support
+            support = Support(settings, "slack")
+            ch = support.channel("C1")
+            assert ch is not None
+            found = await support.confident(core, "product", q, ch)
+            assert (found is not None) == (first >= min_score), (first, own, min_score)
+    finally:
+        await store.close()
+
+
+@pytest.mark.asyncio
+async def test_a_bare_number_asked_of_the_named_repository_says_which_is_shown(
+    product: dict[str, Any],
+) -> None:
+    app = product["app"]
+    await app.index("product")
+    answer = await app.ask("product", "is #12 still open, where the server crashes on an "
+                                      "empty path?")  # fmt: skip
+    assert answer.route["narrowed"]["repo"] == "server"
+    issues = [(s.repo, s.issue) for s in answer.sources if s.issue is not None]
+    assert issues[:1] == [("server", 12)]
+    assert answer.note == (
+        "#12 is in client and server: server#12 is shown (ask about client#12 for another); "
+        "searched server alone, the repository the question names: add repo:all to search "
+        "beyond it"
+    )
+
+
 @asynccontextmanager
 async def server_beside(
     tmp: Path, repos: dict[str, Path], inst: Path, embedder: FakeEmbedder

@@ -306,6 +306,8 @@ async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product:
             got = (await c.post(api.url + "/v1/search", json=whole)).json()
             assert "narrowed" not in got and got["sources"]
             assert {s["repo"] for s in got["sources"]} <= {"server", "worker"}
+            alone = (await c.post(api.url + "/v1/search", json=named)).json()["sources"]
+            assert got["sources"][0]["score"] != alone[0]["score"]  # the scope's pool, tilted
             got = (await c.post(api.url + "/v1/search", json={**named, "repo": None,
                                                               "query": QUESTION})).json()
             assert "narrowed" not in got  # names none
