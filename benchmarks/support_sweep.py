@@ -37,7 +37,6 @@ import yaml  # noqa: E402
 from core.config import Settings  # noqa: E402
 from core.eval.metrics import is_hit, load_questions  # noqa: E402
 from core.models import Answer  # noqa: E402
-from core.retrieve.narrow import top_score  # noqa: E402
 from core.service import RepoExpert  # noqa: E402
 
 SETS = ["marshmallow", "urfave-cli", "yargs"]
@@ -70,7 +69,7 @@ def copy_workdir(src: Path, dest: Path, sets: list[str]) -> None:
 
 async def ask_one(app: RepoExpert, inst: str, question: str) -> tuple[float, Answer]:
     found = await app.retrieve(inst, question)
-    top = top_score(found)  # what bot/support.py compares with min_score
+    top = found.top_score()  # what bot/support.py compares with min_score
     return top, await app.ask(inst, question)
 
 

@@ -3,7 +3,7 @@ answers every new top-level question without being mentioned — on Discord also
 of a forum channel (each post is a thread) — but only when retrieval is confident: the top
 source's fused score (``sources[0].score`` of ``ask --json``: the learned ranker's; for a question
 searched alone in the repository it names, ``route.narrowed.first_score``, the first source's as
-the whole instance ranked it: ``narrow.top_score``) is at least
+the whole instance ranked it: ``Retrieval.top_score``) is at least
 ``min_score``, and the answerer found the answer (an answer saying the sources don't hold it is
 never posted). Otherwise the bot stays silent, or reacts (``otherwise: react``).
 
@@ -18,8 +18,6 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING
-
-from core.retrieve.narrow import top_score
 
 from .settings import SupportChannel, SupportSettings
 
@@ -66,7 +64,7 @@ class Support:
         it: one search per question); None otherwise, counted as silent."""
         repo = core.channel_repo(instance, self.platform, ch.channel, question)
         found = await core.app.retrieve(instance, question, repo=repo)
-        top = top_score(found)
+        top = found.top_score()
         sure = top >= ch.min_score
         log.info("%s support: top score %.2f %s %.2f in %s", self.platform, top,
                  ">=" if sure else "<", ch.min_score, ch.channel)  # fmt: skip

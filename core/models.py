@@ -272,6 +272,16 @@ class Retrieval:
     query: str = ""
     commit: str | None = None  # the commit of the build searched (set by the service)
 
+    def top_score(self) -> float:
+        """How sure retrieval is of its first source (a support channel's ``min_score`` is
+        compared with it): that source's score — as the whole instance ranked it when the
+        question was searched in the repository it names alone (``route.narrowed.first_score``,
+        ``core/retrieve/narrow.py``: the scale the threshold was set on); -inf without sources."""
+        first = (self.route.get("narrowed") or {}).get("first_score")
+        if first is not None:
+            return float(first)
+        return self.sources[0].score if self.sources else float("-inf")
+
 
 @dataclass
 class Answer:

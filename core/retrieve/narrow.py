@@ -90,12 +90,3 @@ def narrowed_note(route: dict[str, Any]) -> str:
     return (f"searched {repo} alone, the repository the question names: add repo:all to search "
             "beyond it")  # fmt: skip
 
-
-def top_score(found: Retrieval) -> float:
-    """How sure retrieval is of its first source (a support channel's ``min_score`` is compared
-    with it): that source's score, as the whole instance ranked it when the question was
-    narrowed (the scale the threshold was set on); -inf without sources."""
-    first = (found.route.get("narrowed") or {}).get("first_score")
-    if first is not None:
-        return float(first)
-    return found.sources[0].score if found.sources else float("-inf")
