@@ -56,7 +56,7 @@ from core.models import MAX_QUESTION_CHARS, Answer, Collection, Retrieval, Turn,
 from core.retrieve.followup import resolve_followup
 from core.retrieve.kinds import KindModel
 from core.retrieve.language import detect_language
-from core.retrieve.narrow import narrowed_note, retrieve_named
+from core.retrieve.narrow import narrowed_note, retrieve_named, several_note
 from core.retrieve.options import Mode, Options
 from core.retrieve.repos import has_filter, repo_options, split_repo, strip_repo
 from core.retrieve.translate import Apertium, Translator
@@ -277,9 +277,11 @@ class RepoExpert:
         weights: dict[Collection, float] | None = None,
         mode: Mode = "full",
         repo: str | None = None,
+        asked: str | None = None,
     ) -> Retrieval:
         """``repo``: keep only this repository's sources (an instance over several); a
-        ``repo:NAME`` in the question does the same."""
+        ``repo:NAME`` in the question does the same. ``asked``: a follow-up as asked, when
+        ``question`` joins it to the turn it follows (``narrow.leader``)."""
         question = checked_question(question)
         inst = self.instance(name)
         opt = repo_options(inst, Options.of(inst.retrieval, k=k, weights=weights, mode=mode),
@@ -289,7 +291,7 @@ class RepoExpert:
         embedder = self.embedder(name)
         kinds = await self.kinds(embedder, opt.config.kinds_file) if mode == "full" else None
         found = await retrieve_named(reader, embedder, question, opt, kinds=kinds,
-                                     translator=self.translator)  # fmt: skip
+                                     translator=self.translator, asked=asked)  # fmt: skip
         found.commit = reader.meta.get("commit")
         return found
 
@@ -404,7 +406,8 @@ class RepoExpert:
             # resolved once, here; the answerer gets the question as asked, the conversation,
             # and (in the retrieval) what was searched.
             query = resolve_followup(question, conversation)
-            retrieval = await self.retrieve(name, query, repo=repo)
+            asked = question if query != question else None  # a follow-up, as asked
+            retrieval = await self.retrieve(name, query, repo=repo, asked=asked)
             if query != question:
                 retrieval.route["query"] = query
             if retrieval.query != query:  # ``repo:NAME`` taken out
@@ -474,26 +477,3 @@ class RepoExpert:
         await self.translator.aclose()  # its kept pipelines
         await self.backend.close()
 
-
-def several_note(signals: dict[str, Any], alone: str | None = None) -> str:
-    """What to tell a person whose bare #N is in several repositories: which one the answer
-    took first (the one whose thread fits the question best) and how to ask for another;
-    ``alone``: the one repository searched (``narrow.py``), whose #N is the only one shown."""
-    several: dict[str, list[str]] = signals.get("issues_in_several") or {}
-    taken: dict[str, str] = signals.get("repo_issues") or {}
-    notes = []
-    for n, repos in several.items():
-        where = " and ".join([", ".join(repos[:-1]), repos[-1]] if len(repos) > 1 else repos)
-        if alone in repos:
-            other = next(r for r in repos if r != alone)
-            notes.append(f"#{n} is in {where}: {alone}#{n} is shown (ask about {other}#{n} for "
-                         "another)")  # fmt: skip
-            continue
-        first = taken.get(n)
-        if first is None:
-            notes.append(f"#{n} is in {where}: all are shown")
-            continue
-        other = next(r for r in repos if r != first)
-        notes.append(f"#{n} is in {where}: {first}#{n} fits the question best and comes first "
-                     f"(ask about {other}#{n} for another)")  # fmt: skip
-    return "; ".join(notes)

@@ -379,6 +379,12 @@ async def test_naming_a_repo_tilts_and_repo_filters(product: dict[str, Any]) -> 
                            conversation=[Turn(f"{q} (server)", said.text)])  # fmt: skip
     assert follow.route["narrowed"]["repo"] == "server"
     assert {s.repo for s in follow.sources} == {"server"}
+    # … and one that names another repository itself is about that one.
+    other = await app.ask("product", "and in the client?",
+                          conversation=[Turn(f"{q} (server)", said.text)])  # fmt: skip
+    assert other.route["query"] == f"{q} (server) and in the client?"
+    assert other.route["narrowed"]["repo"] == "client"
+    assert {s.repo for s in other.sources} == {"client"}
     # A named issue of the named repository: the issue → code hop, inside it.
     hop = await app.search("product", "where is the bug from server#12?")
     assert hop.route["narrowed"]["repo"] == "server" and hop.route["signals"]["issue_to_code"]

@@ -42,7 +42,7 @@ async def _bare_number(app: FakeApp) -> None:
 
 
 def test_the_note_names_every_repository_and_which_came_first() -> None:
-    from core.service import several_note
+    from core.retrieve.narrow import several_note
 
     signals = {"issues_in_several": {"2281": ["gson", "jsoup", "urfave-cli"]},
                "repo_issues": {"2281": "urfave-cli"}}  # fmt: skip
