@@ -8,7 +8,8 @@ receiver and Slack's HTTP mode: one server stack).
     GET  /metrics           Prometheus text (core/ops/metrics.py); index age of the key's instances
     GET  /v1/instances      the instances this caller may use, with their indexed commit
     POST /v1/search         {"instance", "query", "k"?, "collection"?, "repo"?} → numbered sources
-    POST /v1/ask            {"instance", "question", "conversation"?, "stream"?} → the answer as
+    POST /v1/ask            {"instance", "question", "conversation"?, "stream"?, "repo"?,
+                            "default_repo"?} → the answer as
                             ``ask --json`` prints it, plus conversation and turn; "stream": true
                             → server-sent events: ``text`` (the reply so far, while a model
                             writes), then ``answer`` (the checked answer) or ``error``
@@ -55,7 +56,7 @@ PAGE_CSP = (
 )
 FIELDS = {
     "search": {"instance", "query", "k", "collection", "repo"},
-    "ask": {"instance", "question", "conversation", "stream", "repo"},
+    "ask": {"instance", "question", "conversation", "stream", "repo", "default_repo"},
     "feedback": {"turn", "verdict"},
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -196,7 +197,8 @@ class ApiServer:
 
         def run(on_text: OnText | None = None) -> Awaitable[dict[str, Any]]:
             return self.gw.ask(caller, platform, instance, question, b.get("conversation"),
-                               on_text=on_text, repo=b.get("repo"))  # fmt: skip
+                               on_text=on_text, repo=b.get("repo"),
+                               default_repo=b.get("default_repo"))  # fmt: skip
 
         if not b.get("stream"):
             return web.json_response(await run())
@@ -204,6 +206,7 @@ class ApiServer:
         inst = self.gw.instance(caller, instance)
         self.gw.text(question, "question")
         self.gw.app.check_repo(inst, self.gw.repo(b.get("repo")))
+        self.gw.app.check_repo(inst, self.gw.repo(b.get("default_repo")))
         return await self._stream(request, run)
 
     async def _stream(

@@ -40,7 +40,7 @@ from core.errors import (
 from core.models import COLLECTIONS, Collection
 from core.ops.health import Probe
 from core.ops.metrics import Metrics
-from core.service import Conversations, OnText, RepoExpert
+from core.service import Conversations, OnText, RepoExpert, has_filter, resolve_followup
 from core.store.conversations import Verdict
 
 from .common import Limits, Refusal, Slot
@@ -241,13 +241,17 @@ class Gateway:
         conversation: Any = None,
         on_text: OnText | None = None,
         repo: Any = None,
+        default_repo: Any = None,
     ) -> dict[str, Any]:
         """The answer as ``ask --json`` prints it, with ``conversation`` (pass it back to follow
         up) and ``turn`` (to give feedback on); ``repo``: only this repository's or scope's
-        sources (an instance over several)."""
+        sources (an instance over several); ``default_repo``: the same, as a chat channel's
+        default (the web page's *Search in*) — unless the question says ``repo:NAME`` itself,
+        or follows up a turn that did (``repo`` wins over it)."""
         inst = self.instance(caller, name)
         q = self.text(question, "question")
         kept = self.repo(repo)
+        default = self.repo(default_repo)
         if conversation is None:
             conversation = secrets.token_urlsafe(12)
         elif not isinstance(conversation, str) or not CONVERSATION.match(conversation):
@@ -260,6 +264,8 @@ class Gateway:
         try:
             n = self.config.history_turns
             history = await self.store.history(platform, thread, n) if n else []
+            if kept is None and default is not None:  # as ChatCore.channel_repo
+                kept = None if has_filter(resolve_followup(q, history or None)) else default
             answer = await self.app.ask(inst, q, conversation=history or None, on_text=on_text,
                                         repo=kept)  # fmt: skip
             turn = await self.store.add_turn(platform, thread, inst, caller.name, q, answer)

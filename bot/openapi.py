@@ -154,6 +154,11 @@ def document(config: ServeConfig) -> dict[str, Any]:
                     "type": "string",
                     "description": "Only this repository or scope (of several; 'all': every one)",
                 },
+                "default_repo": {
+                    "type": "string",
+                    "description": "The same as a chat channel's default (the web page's Search "
+                    "in): unless the question says repo:NAME, or follows up a turn that did",
+                },
                 "stream": {
                     "type": "boolean",
                     "description": "Answer as server-sent events: "

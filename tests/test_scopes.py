@@ -332,6 +332,37 @@ async def test_the_api_and_mcp_take_a_scope_and_list_it(tmp_path: Path, product:
         await store.close()
 
 
+@pytest.mark.asyncio
+async def test_the_apis_default_repo_is_a_default_as_a_channels(product: FakeApp) -> None:
+    """``default_repo`` (what the web page's *Search in* sends): a question that says
+    ``repo:`` itself, and its follow-ups, search as they say; ``repo`` wins over it."""
+    import httpx
+    from face_rig import ApiRig
+
+    api = await ApiRig(product).start()
+    try:
+        async with httpx.AsyncClient(timeout=60) as c:
+            body = {"instance": "product", "question": QUESTION}
+            dflt = {**body, "default_repo": "backend"}
+            got = (await c.post(api.url + "/v1/ask", json=dflt)).json()
+            assert got["route"]["filter"]["name"] == "backend"
+            lifted = (await c.post(api.url + "/v1/ask", json={
+                **dflt, "question": f"repo:all {QUESTION}"})).json()  # fmt: skip
+            assert "client" in {s["repo"] for s in lifted["sources"]}
+            follow = (await c.post(api.url + "/v1/ask", json={
+                **dflt, "question": "and how many times with backoff?",
+                "conversation": lifted["conversation"]})).json()  # fmt: skip
+            assert follow["route"]["filter"]["name"] == "all"
+            assert "client" in {s["repo"] for s in follow["sources"]}
+            again = (await c.post(api.url + "/v1/ask", json={**dflt, "repo": "client"})).json()
+            assert {s["repo"] for s in again["sources"]} == {"client"}  # repo wins over it
+            bad = await c.post(api.url + "/v1/ask", json={**body, "default_repo": "nope",
+                                                          "stream": True})  # fmt: skip
+            assert bad.status_code == 400 and "no such repository" in bad.json()["error"]["message"]
+    finally:
+        await api.close()
+
+
 def _drive_scopes(url: str, tmp: Path) -> dict[str, Any]:
     """The web page in a real browser: the scope picker of an instance over several
     repositories, and sources labelled with their repository."""
@@ -368,6 +399,11 @@ def _drive_scopes(url: str, tmp: Path) -> dict[str, Any]:
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 3)
         last = d.find_elements(By.CSS_SELECTOR, ".turn")[-1]
         seen["own"] = [e.text for e in last.find_elements(By.CSS_SELECTOR, ".sources .source")]
+        # … and so is a follow-up of it: the thread said where to look.
+        d.find_element(By.ID, "question").send_keys("and how many times with backoff?", Keys.ENTER)
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, ".turn .feedback")) == 4)
+        last = d.find_elements(By.CSS_SELECTOR, ".turn")[-1]
+        seen["follow"] = [e.text for e in last.find_elements(By.CSS_SELECTOR, ".sources .source")]
     finally:
         d.quit()
     return seen
@@ -399,3 +435,4 @@ async def test_the_web_page_picks_a_scope_in_a_real_browser(
                                    for s in seen["sources"])  # fmt: skip
     assert any(s.startswith("client: ") for s in seen["all"])  # every repository again
     assert seen["own"] and all(s.startswith(("client: ", "client#")) for s in seen["own"])
+    assert seen["follow"] and all(s.startswith(("client: ", "client#")) for s in seen["follow"])

@@ -281,10 +281,10 @@ async function ask(event) {
   $("send").disabled = true;
   const body = { instance, question, stream: true };
   if (conversation) body.conversation = conversation;
-  // The picker is a default: a question that says repo:NAME itself is searched as it says.
-  const own = /(^|[^\w/])repo:[A-Za-z0-9]/i.test(question);
-  if (!$("scope-field").hidden && $("scope").value && !own) body.repo = $("scope").value;
-  status(`Searching ${instance}${body.repo ? ` (${body.repo})` : ""} …`);
+  // The picker is a default, as a chat channel's: a question that says repo:NAME itself, or
+  // follows up one that did, is searched as it says (the server decides: it has the thread).
+  if (!$("scope-field").hidden && $("scope").value) body.default_repo = $("scope").value;
+  status(`Searching ${instance}${body.default_repo ? ` (${body.default_repo})` : ""} …`);
   try {
     const resp = await fetch("v1/ask", { method: "POST", headers: headers(),
                                          body: JSON.stringify(body) });
