@@ -24,7 +24,7 @@ from core.config import Instance
 from core.errors import ConfigError, NotAllowed, RepoExpertError
 from core.models import Answer, Retrieval, Source, Turn
 from core.ops.metrics import Metrics
-from core.service import Conversations, OnText, RepoExpert, has_filter, resolve_followup
+from core.service import Conversations, OnText, RepoExpert, says_repo
 from core.store.conversations import FeedbackRecord, Verdict
 
 from . import messages
@@ -246,7 +246,7 @@ class ChatCore:
         unless the question names its own with ``repo:NAME`` (``repo:all``: every one) — it
         or, for a follow-up, the turn it follows (searched together with it)."""
         inst = self.access.instances.get(instance)
-        if inst is None or has_filter(resolve_followup(question, earlier or None)):
+        if inst is None or says_repo(question, earlier):
             return None
         return inst.access.channel_repo(platform, channel)
 

@@ -40,7 +40,7 @@ from core.errors import (
 from core.models import COLLECTIONS, Collection
 from core.ops.health import Probe
 from core.ops.metrics import Metrics
-from core.service import Conversations, OnText, RepoExpert, has_filter, resolve_followup
+from core.service import Conversations, OnText, RepoExpert, says_repo
 from core.store.conversations import Verdict
 
 from .common import Limits, Refusal, Slot
@@ -264,8 +264,8 @@ class Gateway:
         try:
             n = self.config.history_turns
             history = await self.store.history(platform, thread, n) if n else []
-            if kept is None and default is not None:  # as ChatCore.channel_repo
-                kept = None if has_filter(resolve_followup(q, history or None)) else default
+            if kept is None and not says_repo(q, history):  # a default, as a channel's
+                kept = default
             answer = await self.app.ask(inst, q, conversation=history or None, on_text=on_text,
                                         repo=kept)  # fmt: skip
             turn = await self.store.add_turn(platform, thread, inst, caller.name, q, answer)

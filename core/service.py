@@ -58,7 +58,7 @@ from core.retrieve.kinds import KindModel
 from core.retrieve.language import detect_language
 from core.retrieve.narrow import narrowed_note, retrieve_named, several_note
 from core.retrieve.options import Mode, Options
-from core.retrieve.repos import has_filter, repo_options, split_repo, strip_repo
+from core.retrieve.repos import repo_options, says_repo, split_repo, strip_repo
 from core.retrieve.translate import Apertium, Translator
 from core.store.base import BuildReader, IndexStore
 from core.store.open import open_backend
@@ -71,7 +71,7 @@ EmbedderFor = Callable[[Instance], EmbedService]
 # What faces use with the service: the service's own types, importable from here.
 __all__ = [
     "Conversations", "FileLines", "OnText", "RepoExpert", "SyncReport", "SyncRequest",
-    "checked_question", "has_filter", "resolve_followup",
+    "checked_question", "says_repo",
 ]  # fmt: skip
 
 # How long a replaced index reader stays open for the questions still running on it.

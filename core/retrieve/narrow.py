@@ -43,10 +43,8 @@ def leader(found: Retrieval, opt: Options, asked: str | None = None) -> str | No
         found.route.get("signals", {}).get("repos") or [])  # fmt: skip
     if len(repos) != 1 or not found.sources:
         return None
-    repo = repos[0]
-    if opt.keep and repo not in opt.keep:  # a guard: the kept repositories' sources only lead
-        return None
-    return repo if found.sources[0].repo == repo else None
+    # With a scope kept, only its repositories' sources are found: one that leads is in it.
+    return repos[0] if found.sources[0].repo == repos[0] else None
 
 
 async def retrieve_named(

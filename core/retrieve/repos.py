@@ -20,6 +20,8 @@ from collections.abc import Mapping
 
 from core.config import EVERY, Instance, aliases, scopes
 from core.errors import BadQuestion
+from core.models import Turn
+from core.retrieve.followup import resolve_followup
 from core.retrieve.options import Options
 
 # A name ends in a letter, digit, "_" or "-": "… search repo:all." names "all".
@@ -45,8 +47,15 @@ def split_filter(question: str, opt: Options) -> tuple[str, str | None]:
 
 
 def has_filter(question: str) -> bool:
-    """Whether the question says ``repo:NAME`` itself (then a channel's default does not apply)."""
+    """Whether the question says ``repo:NAME`` itself."""
     return _FILTER.search(question) is not None
+
+
+def says_repo(question: str, earlier: list[Turn] | None) -> bool:
+    """Whether the question, or the turn it follows up (searched together with it), says
+    ``repo:NAME`` itself: then a default filter — a chat channel's, the web page's *Search
+    in* — does not apply."""
+    return has_filter(resolve_followup(question, earlier or None))
 
 
 def check_repo(name: str, opt: Options) -> str:
