@@ -95,6 +95,10 @@ def format_summary(s: Summary) -> str:
         lines.append(f"  rebuilt:    {s.rebuilt_reason}")
     if s.kept_live:
         lines.append("  build:      nothing changed; the live build is kept as it is")
+    elif s.carried:
+        lines.append(
+            f"  build:      {' and '.join(s.carried)} unchanged; carried from the live build"
+        )
     for name, r in s.repos.items():
         lines.append(f"  {name}: {_repo_line(r)}")
     return "\n".join(lines)

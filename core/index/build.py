@@ -6,7 +6,10 @@ Re-indexing is incremental. Each unit (a file, or one issue thread) has a conten
 whose hash matches the live build keeps its chunks and vectors as they are (only its permalink
 is re-pinned to the new commit). Files git reports unchanged are not even read
 (``ingest/documents.py``). Changed and new units are chunked (``core.chunk``) and embedded;
-deleted ones are simply not carried over. A build stamped differently (another store format,
+deleted ones are simply not carried over. A collection none of whose units changed, came or
+went, in an update that moved no repository's pins (an issue or pull-request event: no commit
+moved), is carried as the live build holds it (``base.Carry``): the store copies it rather than
+writing its rows, postings and vectors again. A build stamped differently (another store format,
 chunker version, embedding model, dimension or window) is not reused: everything is rebuilt
 instead of mixing vectors.
 """
@@ -34,7 +37,7 @@ from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
 from core.ingest.repo import permalink, web_url
 from core.models import COLLECTIONS, Chunk, Document, Symbol, unit_key
-from core.store.base import BuildReader, IndexStore, Unit
+from core.store.base import BuildReader, Carry, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +88,9 @@ class Summary:
     rebuilt_reason: str | None = None
     # Nothing the build holds would differ: the live build was kept, not written again.
     kept_live: bool = False
+    # Collections taken as the live build held them (none of their units changed, came or
+    # went, no repository's pins moved): copied by the store, not written again.
+    carried: list[str] = field(default_factory=list)
     # An instance over several repositories: per repository its commit, whether its work tree
     # was clean, files and chunks per collection, units changed, new chunks, and its error.
     repos: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -196,7 +202,9 @@ async def build_index(
         if inst.retrieval.reader:
             texts = [c.text for c, _ in kept] + [c.text for c in new_chunks]
             await _read_ahead(texts, summary, embedder, store, progress)
-        async with store.writer(inst.name) as w:
+        carry = _carry(old, docs, changed, old_units, pins)
+        summary.carried = sorted(carry.collections) if carry else []
+        async with store.writer(inst.name, carry) as w:
             for coll in COLLECTIONS:
                 rows: list[Chunk] = [c for c, _ in kept if c.collection == coll]
                 vecs = [v for c, v in kept if c.collection == coll]
@@ -211,7 +219,8 @@ async def build_index(
                     c.commit, web = got
                     if c.path is not None and c.start_line is not None:
                         c.url = permalink(web, c.commit, c.path, c.start_line, c.end_line or 0)
-                await w.add_chunks(coll, rows, np.stack(vecs) if vecs else None)
+                if carry is None or coll not in carry.collections:
+                    await w.add_chunks(coll, rows, np.stack(vecs) if vecs else None)
                 summary.chunks[coll] = len(rows)
                 for c in rows:
                     if c.repo in summary.repos:
@@ -329,6 +338,27 @@ def _unchanged(
         and not any(r.get("error") for r in repos)
         and old.meta.get("pins") == pins
     )
+
+
+def _carry(
+    old: BuildReader | None,
+    docs: list[Document],
+    changed: list[Document],
+    old_units: dict[str, Unit],
+    pins: dict[str, list[Any]],
+) -> Carry | None:
+    """The collections this build can take as the live build holds them: every repository read
+    at the live build's pins (so each reused chunk keeps its commit and permalink) and none of
+    the collection's units changed, came, went or moved to another collection — its rows are
+    then the live build's, in their order (``BuildReader.carried``)."""
+    if old is None or old.meta.get("pins") != pins:
+        return None
+    keys = {d.key for d in docs}
+    touched = {d.collection for d in changed}
+    touched |= {u.collection for k, u in old_units.items() if k not in keys}  # went, or failed
+    touched |= {old_units[d.key].collection for d in changed if d.key in old_units}  # moved
+    kept = frozenset(c for c in COLLECTIONS if c not in touched)
+    return Carry(old.build_id, kept) if kept else None
 
 
 async def _keep_live(

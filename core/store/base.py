@@ -85,6 +85,17 @@ class Unit:
     content_hash: str
 
 
+@dataclass(frozen=True)
+class Carry:
+    """Collections a new build takes as the live build ``build_id`` holds them — rows, vectors,
+    lexical postings and all — rather than having them written again: an update that changed,
+    added and removed none of their units and moved no repository's pins (``index/build.py``).
+    The writer is given it when it starts; ``add_chunks`` is not called for these."""
+
+    build_id: str
+    collections: frozenset[Collection]
+
+
 class SharedVectors(Protocol):
     """Vectors every process of a deployment shares, by (model name, text hash): the tuned
     reader's passage vectors in a PostgreSQL store (``rx_vectors``), written by the build that
@@ -237,8 +248,8 @@ class BuildWriter(Protocol):
         self, collection: Collection, chunks: Sequence[Chunk], vectors: np.ndarray | None
     ) -> None:
         """A collection's chunks, row i = ``chunks[i]`` with vector ``vectors[i]`` (called once
-        per collection; ``vectors`` is None when there are no chunks). The store derives the
-        lexical forms itself (``core.lexical.lexical_form``)."""
+        per collection not carried; ``vectors`` is None when there are no chunks). The store
+        derives the lexical forms itself (``core.lexical.lexical_form``)."""
         ...
 
     async def add_symbols(self, symbols: Sequence[Symbol]) -> None: ...
@@ -271,8 +282,12 @@ class IndexStore(Protocol):
         """A reader of the live build (the caller closes it), or None."""
         ...
 
-    def writer(self, instance: str) -> AbstractAsyncContextManager[BuildWriter]:
-        """A new build of ``instance``, written aside: ``async with store.writer(n) as w``."""
+    def writer(
+        self, instance: str, carry: Carry | None = None
+    ) -> AbstractAsyncContextManager[BuildWriter]:
+        """A new build of ``instance``, written aside: ``async with store.writer(n) as w``.
+        ``carry``: collections taken as the live build holds them (its id must be the live
+        build's; the caller holds the instance's lock)."""
         ...
 
     async def tidy(self, instance: str) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 from core.layout import Layout
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, unit_key
-from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
+from core.store.base import Carry, Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, kept_ids, on_search_thread, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, prune, unreadable
@@ -373,8 +373,8 @@ class LocalStore:
         path = self.live_path(instance)
         return await LocalReader.open(path) if path is not None else None
 
-    def writer(self, instance: str) -> LocalWriter:
-        return LocalWriter(self.layout, instance)
+    def writer(self, instance: str, carry: Carry | None = None) -> LocalWriter:
+        return LocalWriter(self.layout, instance, carry)
 
     async def tidy(self, instance: str) -> None:
         """Dead writers' temporary folders and links go; every build stays."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from core.lexical import parts
-from core.models import Chunk, Symbol
+from core.models import COLLECTIONS, Chunk, Symbol
 
 # Part of every build's stamp (``build.build_stamp``). Bump it, too, when what a writer derives
 # from the chunks changes (lexical forms, postings, symbol norms): an update that
@@ -15,6 +15,9 @@ from core.models import Chunk, Symbol
 # that differs makes an unchanged repository's build be written again.
 SCHEMA_VERSION = 5  # 3: the code graph (symbols.calls, calls); 4: issue links; 5: repo columns
 
+
+# A collection's FTS5 table over the lexical forms (rowid = chunks.id).
+FTS = "CREATE VIRTUAL TABLE fts_{c} USING fts5(body, tokenize='unicode61 remove_diacritics 2');"
 
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,10 +53,7 @@ CREATE INDEX symbols_name ON symbols(name);
 CREATE INDEX symbols_norm ON symbols(norm);
 CREATE INDEX symbols_qualname ON symbols(qualname);
 CREATE INDEX chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE fts_docs USING fts5(body, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE fts_code USING fts5(body, tokenize='unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE fts_issues USING fts5(body, tokenize='unicode61 remove_diacritics 2');
--- BM25 without FTS5's per-row bm25() (local_index.py): per token, the rows holding it and how
+{fts}-- BM25 without FTS5's per-row bm25() (local_index.py): per token, the rows holding it and how
 -- often (int32 / uint16 arrays, one part per slice of rows), and each row's token count.
 -- Builds written before these tables existed are ranked by FTS5 alone.
 CREATE TABLE postings (
@@ -61,7 +61,7 @@ CREATE TABLE postings (
     rows BLOB NOT NULL, tfs BLOB NOT NULL, PRIMARY KEY (collection, term, part)
 ) WITHOUT ROWID;
 CREATE TABLE lexstats (collection TEXT PRIMARY KEY, lengths BLOB NOT NULL);
-"""
+""".replace("{fts}", "\n".join(FTS.format(c=c) for c in COLLECTIONS) + "\n")
 
 
 CHUNK_COLS = (

@@ -1,5 +1,12 @@
 """Writing a local build: into a hidden temporary folder, swapped in by renaming the
-``current`` symlink (atomic on POSIX), older builds pruned. See ``local.py`` for the layout."""
+``current`` symlink (atomic on POSIX), older builds pruned. See ``local.py`` for the layout.
+
+A build that carries collections (``base.Carry``) starts from a copy of the live build's SQLite
+file with every other collection's rows, and every table that is not per collection, cleared;
+the carried collections' vector files are hard links to the live build's (a build is never
+written once committed, so sharing the file is safe; pruning the old build unlinks only its
+name). Their rows, FTS5 index and postings are then byte for byte the live build's, not derived
+again."""
 
 from __future__ import annotations
 
@@ -20,10 +27,11 @@ from usearch.io import save_matrix
 from core.errors import StoreError
 from core.layout import Layout
 from core.lexical import lexical_form
-from core.models import Chunk, Collection, Document, Symbol
+from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from core.store.base import Carry
 from core.store.local_files import live_name, prune
 from core.store.local_index import write_postings
-from core.store.local_schema import CHUNK_COLS, SCHEMA, norm_name
+from core.store.local_schema import CHUNK_COLS, FTS, SCHEMA, norm_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -50,8 +58,9 @@ def _writes(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[An
 class LocalWriter:
     """Writes one build into a hidden temporary folder; :meth:`commit` swaps it in atomically."""
 
-    def __init__(self, layout: Layout, name: str):
+    def __init__(self, layout: Layout, name: str, carry: Carry | None = None):
         self.root = layout.instance(name)
+        self.carry = carry if carry and carry.collections else None
         self.builds = layout.builds(name)
         self.link = layout.current(name)
         self.id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
@@ -63,14 +72,34 @@ class LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
         try:
+            if self.carry is not None:
+                await asyncio.to_thread(self._copy_base, self.carry)
             self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
             await self.db.execute("PRAGMA journal_mode=OFF")
             await self.db.execute("PRAGMA synchronous=OFF")
-            await self.db.executescript(SCHEMA)
+            if self.carry is None:
+                await self.db.executescript(SCHEMA)
+            else:
+                await self.db.executescript(_clear(self.carry.collections))
         except BaseException:  # __aexit__ will not run: leave nothing behind
             await self.__aexit__()
             raise
         return self
+
+    def _copy_base(self, carry: Carry) -> None:
+        """The live build's SQLite file copied, its carried vector files linked."""
+        base = self.builds / carry.build_id
+        if not (base / "meta.sqlite").is_file():
+            raise StoreError(f"{base}: the build to carry collections from is gone")
+        shutil.copyfile(base / "meta.sqlite", self.tmp / "meta.sqlite")
+        for c in carry.collections:
+            src = base / f"{c}.fbin"
+            if not src.exists():  # a collection without chunks has no vector file
+                continue
+            try:
+                os.link(src, self.tmp / src.name)
+            except OSError:  # a file system without hard links: a copy
+                shutil.copyfile(src, self.tmp / src.name)
 
     async def __aexit__(self, *exc: object) -> None:
         if self.db is not None:
@@ -171,3 +200,19 @@ class LocalWriter:
         os.replace(tmp_link, self.link)  # atomic on POSIX: readers see the old or the new build
         prune(self.root, self.builds, {final.name, previous or final.name}, os.getpid())
         return final.name
+
+
+def _clear(carried: frozenset[Collection]) -> str:
+    """The SQL that leaves a copied build holding only the carried collections' rows, FTS5
+    tables and postings: what is not per collection (meta, units, links, symbols, calls) is
+    written by every build again."""
+    sql = ["DELETE FROM meta;", "DELETE FROM units;", "DELETE FROM links;",
+           "DELETE FROM symbols;", "DELETE FROM calls;"]  # fmt: skip
+    for c in COLLECTIONS:
+        if c in carried:
+            continue
+        sql += [f"DELETE FROM chunks WHERE collection = '{c}';",
+                f"DELETE FROM postings WHERE collection = '{c}';",
+                f"DELETE FROM lexstats WHERE collection = '{c}';",
+                f"DROP TABLE fts_{c};", FTS.format(c=c)]  # fmt: skip
+    return "\n".join(sql)

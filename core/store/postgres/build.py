@@ -9,6 +9,10 @@ transaction** on a connection of its own and, in that same transaction, records 
 moves the instance's live pointer (``rx_live``): readers see the whole build or the previous one,
 and a writer that fails, is cancelled or is killed (its connection drops) leaves nothing behind.
 
+A collection the build carries (``base.Carry``) is copied from the live build's tables by the
+server (``INSERT … SELECT``): no row crosses the wire and no lexical form is derived again; its
+rows keep their ids, and the collections written after it are numbered past them.
+
 Lexical tokens are the lexical forms' (``core.lexical.lexical_form``) as they are: the tokens the
 local store indexes, before FTS5's tokenizer folds diacritics, and those ``query_terms`` gives.
 """
@@ -25,8 +29,10 @@ from typing import Any
 import asyncpg
 import numpy as np
 
+from core.errors import StoreError
 from core.lexical import lexical_form, parts
 from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
+from core.store.base import Carry
 from core.store.bm25 import postings
 
 SCHEMA_VERSION = 4  # the format of a build's tables (part of every stamp); 2: BM25 postings;
@@ -72,9 +78,10 @@ def norm(name: str) -> str:
 class PgWriter:
     """Writes one build in one transaction; :meth:`commit` swaps it in and commits."""
 
-    def __init__(self, store: Any, instance: str) -> None:
+    def __init__(self, store: Any, instance: str, carry: Carry | None = None) -> None:
         self.store = store
         self.instance = instance
+        self.carry = carry if carry and carry.collections else None
         self.id = new_build_id()
         self.conn: asyncpg.Connection | None = None
         self._tx: Any = None
@@ -107,6 +114,8 @@ class PgWriter:
                 f"CREATE TABLE {t('links')} (ord INTEGER NOT NULL, issue INTEGER NOT NULL, "
                 "rel TEXT NOT NULL, target TEXT NOT NULL, repo TEXT NOT NULL DEFAULT '');"
             )
+            if self.carry is not None:
+                await self._carry(self.carry)
         except BaseException:
             await self.__aexit__()
             raise
@@ -126,6 +135,38 @@ class PgWriter:
 
     def _t(self, what: str) -> str:
         return table(self.id, what)
+
+    async def _carry(self, carry: Carry) -> None:
+        """The carried collections' tables filled from the live build's, on the server."""
+        assert self.conn is not None
+        got = await self.conn.fetchrow(
+            "SELECT b.sizes, b.dim FROM rx_live l JOIN rx_builds b ON b.id = l.build_id "
+            "WHERE l.instance = $1 AND b.id = $2",
+            self.instance, carry.build_id,
+        )  # fmt: skip
+        if got is None:
+            raise StoreError(
+                f"build {carry.build_id} of {self.instance} is no longer the live build: "
+                "nothing can be carried from it"
+            )
+        sizes, dim = json.loads(got[0]), got[1]
+        old = lambda what: table(carry.build_id, what)  # noqa: E731
+        for c in COLLECTIONS:
+            if c not in carry.collections:
+                continue
+            n = int(sizes.get(c, 0))
+            await self._create_chunks(c, dim if n else None)
+            if n:
+                self._dim = self._dim or dim
+            await self.conn.execute(
+                f"INSERT INTO {self._t(c)} SELECT * FROM {old(c)};"
+                f"INSERT INTO {self._t(c + '_post')} SELECT * FROM {old(c + '_post')};"
+                f"INSERT INTO {self._t('lengths')} SELECT * FROM {old('lengths')} "
+                f"WHERE collection = '{c}'"
+            )
+            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {self._t(c)}")
+            self._next_id = max(self._next_id, int(top or 0) + 1)
+            self._sizes[c] = n
 
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.conn is not None

@@ -34,7 +34,7 @@ import numpy as np
 
 from core.errors import IndexError_
 from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
-from core.store.base import Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
+from core.store.base import Carry, Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, kept_ids, on_search_thread, read_postings, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.postgres.build import (
@@ -458,8 +458,8 @@ class PostgresStore:
             )
         return reader
 
-    def writer(self, instance: str) -> PgWriter:
-        return PgWriter(self, instance)
+    def writer(self, instance: str, carry: Carry | None = None) -> PgWriter:
+        return PgWriter(self, instance, carry)
 
     async def tidy(self, instance: str) -> None:
         """Nothing to clear: a writer that dies has its transaction rolled back."""
