@@ -7,10 +7,10 @@ answers must not change; on both stores, with a real git repository and an issue
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pg
 import pytest
 from helpers import SAMPLE_ISSUES, FakeApp, commit_all, sample_world
@@ -20,26 +20,105 @@ from core.errors import StoreError
 from core.lexical import query_terms
 from core.models import COLLECTIONS
 from core.store.base import BuildReader, Carry
+from core.store.local import LocalReader
 
 QUESTIONS = ["default timeout", "where is parse_config defined", "dark theme colours",
              "is there an issue about the timeout being ignored"]  # fmt: skip
 
 
 async def _snapshot(r: BuildReader) -> dict[str, Any]:
-    """What a build holds, but its chunks' ids (a carried collection keeps the live build's)."""
+    """What a build holds: per collection its rows in order (their ids apart: a carried
+    collection keeps the live build's) with their vectors, what BM25 finds (by chunk), and the
+    units, symbols and links."""
     units = await r.units()
     kept, symbols = await r.carried(set(units))
+    ids = [c.id for c, _ in kept]
+    assert len(set(ids)) == len(ids), "two chunks of the build share an id"
     out: dict[str, Any] = {"units": units, "symbols": sorted(symbols, key=repr)}
     for coll in COLLECTIONS:
-        rows = [(c, v) for c, v in kept if c.collection == coll]
-        out[coll] = [{**c.__dict__, "id": None} for c, _ in rows]
-        out[coll + " vectors"] = np.stack([v for _, v in rows]).tolist() if rows else []
-        assert r.size(coll) == len(rows)
+        got = [c for c, _ in kept if c.collection == coll]
+        assert r.size(coll) == len(got)
+        out[coll] = [(json.dumps({**c.__dict__, "id": None}), v.tolist())
+                     for c, v in kept if c.collection == coll]  # fmt: skip
+        out[coll + " ids"] = [c.id for c in got]
         for q in QUESTIONS:
-            out[f"{coll} bm25 {q}"] = await r.lexical(coll, query_terms(q), 10)
+            out[f"{coll} bm25 {q}"] = [
+                (got[h.row].doc_key, got[h.row].start_line, round(h.score, 9))
+                for h in await r.lexical(coll, query_terms(q), 10)
+            ]
     out["links"] = await r.links([42, 7, 8])
     out["callers"] = await r.callers("setdefault")
     return out
+
+
+async def _as_if_written_whole(
+    app: FakeApp, inst: Path, data: Path, backend: str, in_order: bool = True
+) -> None:
+    """The live build of ``app`` holds what the same inputs indexed whole into a store of their
+    own hold (``in_order``: row for row; else as a set: an update appends a changed file's
+    chunks), and answers as it does (locally the FTS5 tables too)."""
+    whole = FakeApp(inst, data, store=pg.new_database() if backend == "postgres" else None)
+    try:
+        assert (await whole.index("widget")).carried == []
+        a, b = await app.store.open_live("widget"), await whole.store.open_live("widget")
+        assert a is not None and b is not None
+        try:
+            sa, sb = await _snapshot(a), await _snapshot(b)
+            assert sa.keys() == sb.keys()
+            for key in sa:
+                if key.endswith(" ids"):
+                    continue
+                if in_order:
+                    assert sa[key] == sb[key], key
+                else:
+                    assert sorted(sa[key], key=repr) == sorted(sb[key], key=repr), key
+            if backend == "local":
+                fa, fb = _fts(a), _fts(b)
+                assert fa.keys() == fb.keys()
+                for key in fa:  # by (collection, row) when in order, else by text
+                    assert (fa[key] if in_order else sorted(x[1:] for x in fa[key])) == (
+                        fb[key] if in_order else sorted(x[1:] for x in fb[key])
+                    ), key
+        finally:
+            await a.close()
+            await b.close()
+        for q in QUESTIONS:
+            x, y = await app.ask("widget", q), await whole.ask("widget", q)
+            assert [(s.url, round(s.score, 6)) for s in x.sources] == [
+                (s.url, round(s.score, 6)) for s in y.sources
+            ], q
+            assert x.text == y.text, q
+    finally:
+        await whole.close()
+
+
+async def _live(app: FakeApp) -> dict[str, Any]:
+    r = await app.store.open_live("widget")
+    assert r is not None
+    try:
+        return await _snapshot(r)
+    finally:
+        await r.close()
+
+
+def _fts(r: BuildReader) -> dict[str, Any]:
+    """A local build's FTS5 tables: each row's text by (collection, row), and what a few
+    tokens match."""
+    assert isinstance(r, LocalReader)
+    db = sqlite3.connect(f"file:{r.path / 'meta.sqlite'}?mode=ro", uri=True)
+    try:
+        out: dict[str, Any] = {}
+        for c in COLLECTIONS:
+            join = f"FROM fts_{c} f JOIN chunks c ON c.id = f.rowid AND c.collection = '{c}'"
+            out[c] = db.execute(f"SELECT c.row, f.body {join} ORDER BY c.row").fetchall()
+            for term in ("timeout", "theme", "parse"):
+                out[f"{c} {term}"] = db.execute(
+                    f"SELECT c.row, f.body, round(bm25(fts_{c}), 6) {join} "
+                    f"WHERE fts_{c} MATCH ? ORDER BY c.row", (term,),
+                ).fetchall()  # fmt: skip
+        return out
+    finally:
+        db.close()
 
 
 def _edit_issue(issues: Path, number: int, text: str) -> None:
@@ -59,14 +138,19 @@ async def test_an_issue_event_carries_docs_and_code_and_the_build_is_as_if_writt
     issues = tmp_path / "issues.json"
     store = request.getfixturevalue("pg_url") if backend == "postgres" else None
     app = FakeApp(inst, tmp_path / "data", store=store)
-    whole: FakeApp | None = None
     try:
         first = await app.index("widget")
         assert first.carried == []  # nothing to carry from
         live = await app.store.live_id("widget")
 
+        was = await _live(app)
         _edit_issue(issues, 7, "\n\nStill dim on the 2.1 release, the timeout page too.")
         one = await app.index("widget")
+        now = await _live(app)
+        for key in now:  # the carried collections are the live build's, ids and all
+            if key.startswith(("code", "docs")):
+                assert now[key] == was[key], key
+        assert now["issues"] != was["issues"]
         assert (one.carried, one.units_changed, one.kept_live) == (["code", "docs"], 1, False)
         assert one.chunks == first.chunks and one.symbols == first.symbols
         assert "code and docs unchanged; carried from the live build" in format_summary(one)
@@ -85,27 +169,7 @@ async def test_an_issue_event_carries_docs_and_code_and_the_build_is_as_if_writt
         two = await app.index("widget")
         assert two.carried == ["code", "docs"] and two.units_deleted == 1
 
-        # The same inputs indexed whole, into a store of its own.
-        other = pg.new_database() if backend == "postgres" else None
-        whole = FakeApp(inst, tmp_path / "data-whole", store=other)
-        assert (await whole.index("widget")).carried == []
-        a, b = await app.store.open_live("widget"), await whole.store.open_live("widget")
-        assert a is not None and b is not None
-        try:
-            sa, sb = await _snapshot(a), await _snapshot(b)
-            assert sa.keys() == sb.keys()
-            for key in sa:
-                assert sa[key] == sb[key], key
-            assert sa["issues"] and any(c["issue"] == 8 for c in sa["issues"])
-        finally:
-            await a.close()
-            await b.close()
-        for q in QUESTIONS:
-            x, y = await app.ask("widget", q), await whole.ask("widget", q)
-            assert [(s.url, round(s.score, 6)) for s in x.sources] == [
-                (s.url, round(s.score, 6)) for s in y.sources
-            ], q
-            assert x.text == y.text, q
+        await _as_if_written_whole(app, inst, tmp_path / "data-whole", backend)
 
         # A commit moves the pins: nothing is carried, every permalink re-pinned.
         (repo / "README.md").write_text((repo / "README.md").read_text() + "\nMore words.\n")
@@ -119,16 +183,22 @@ async def test_an_issue_event_carries_docs_and_code_and_the_build_is_as_if_writt
         finally:
             await r.close()
 
-        # A changed doc with the commit unmoved (a dirty tree moves the pins too): an issue
-        # event after it carries again, from a build whose first carried files are long gone.
-        _edit_issue(issues, 42, "\n\nSeen again on 2.2.")
+        # A dirty tree moves the pins once (not clean); edited again, the docs are written and
+        # code and issues carried (their ids now below the docs').
+        (repo / "README.md").write_text((repo / "README.md").read_text() + "\nDirty words.\n")
+        assert (await app.index("widget")).carried == []
+        (repo / "README.md").write_text((repo / "README.md").read_text() + "\nDirtier.\n")
+        was = await _live(app)
         four = await app.index("widget")
-        assert four.carried == ["code", "docs"]
-        assert (await app.ask("widget", "default timeout")).sources
+        assert (four.carried, four.units_changed) == (["code", "issues"], 1)
+        now = await _live(app)
+        for key in now:  # the carried collections are the live build's, ids and all
+            if key.startswith(("code", "issues")):
+                assert now[key] == was[key], key
+        assert now["docs"] != was["docs"]
+        await _as_if_written_whole(app, inst, tmp_path / "data-whole-2", backend, in_order=False)
     finally:
         await app.close()
-        if whole is not None:
-            await whole.close()
 
 
 @pytest.mark.asyncio
@@ -148,5 +218,39 @@ async def test_carrying_from_a_build_that_is_not_live_fails_and_the_live_build_s
                 await w.commit()
         assert await app.store.live_id("widget") == live
         assert (await app.ask("widget", "default timeout")).sources
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
+async def test_a_live_build_with_other_tables_is_carried_row_by_row(tmp_path: Path) -> None:
+    """A live build whose SQLite tables are not this version's (the same stamp let it through:
+    an index added since) is not copied as a file: the carried rows are read into this
+    version's tables, FTS5 made again; what the build holds is the same. A build that is not
+    the live one (the previous, still kept) is refused."""
+    _, _, inst = sample_world(tmp_path)
+    app = FakeApp(inst, tmp_path / "data")
+    try:
+        await app.index("widget")
+        _edit_issue(tmp_path / "issues.json", 42, "\n\nSeen on 2.0.")
+        await app.index("widget")
+        live = await app.store.live_id("widget")
+        db = sqlite3.connect(tmp_path / "data/widget/builds" / str(live) / "meta.sqlite")
+        db.execute("DROP INDEX chunks_path")
+        db.commit()
+        db.close()
+        _edit_issue(tmp_path / "issues.json", 7, "\n\nAnd on 2.1.")
+        assert (await app.index("widget")).carried == ["code", "docs"]
+        new = tmp_path / "data/widget/builds" / str(await app.store.live_id("widget"))
+        db = sqlite3.connect(new / "meta.sqlite")
+        assert db.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_path'").fetchone()
+        db.close()
+        await _as_if_written_whole(app, inst, tmp_path / "data-whole", "local")
+
+        older = str(live)  # replaced, still kept for readers on it
+        assert (tmp_path / "data/widget/builds" / older / "meta.sqlite").is_file()
+        with pytest.raises(StoreError, match="not the live build"):
+            async with app.store.writer("widget", Carry(older, frozenset({"docs"}))) as w:
+                await w.commit()
     finally:
         await app.close()

@@ -222,6 +222,22 @@ async def test_incremental_reembeds_only_the_changed_repo(
         ]
     assert (again.chunks, again.files, again.symbols) == (s.chunks, s.files, s.symbols)
 
+    # An issue event in one repository: docs and code are carried whole (their chunks not even
+    # read), with every repository's counts as they were.
+    issues = json.loads((product["tmp"] / "client-issues.json").read_text())
+    issues[1]["body"] += " The default should be thirty seconds."
+    (product["tmp"] / "client-issues.json").write_text(json.dumps(issues))
+    event = await app.index("product")
+    assert (event.carried, event.units_changed) == (["code", "docs"], 1)
+    assert event.repos["client"]["units_changed"] == 1
+    for name in ("client", "server"):
+        assert event.repos[name]["chunks"] == s.repos[name]["chunks"], name
+    assert (event.chunks, event.symbols) == (s.chunks, s.symbols)
+    for coll in ("code", "docs"):
+        assert event.collection_tokens[coll] == s.collection_tokens[coll], coll
+    got = await app.ask("product", "client timeout option thirty seconds", repo="client")
+    assert got.sources[0].issue == 42 and got.sources[0].repo == "client"
+
 
 @pytest.mark.asyncio
 async def test_behind_names_the_repository_that_moved(product: dict[str, Any]) -> None:

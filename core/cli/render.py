@@ -96,9 +96,9 @@ def format_summary(s: Summary) -> str:
     if s.kept_live:
         lines.append("  build:      nothing changed; the live build is kept as it is")
     elif s.carried:
-        lines.append(
-            f"  build:      {' and '.join(s.carried)} unchanged; carried from the live build"
-        )
+        *most, last = s.carried
+        said = f"{', '.join(most)} and {last}" if most else last
+        lines.append(f"  build:      {said} unchanged; carried from the live build")
     for name, r in s.repos.items():
         lines.append(f"  {name}: {_repo_line(r)}")
     return "\n".join(lines)

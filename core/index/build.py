@@ -32,12 +32,13 @@ from core.embed import Embedder, EmbedService, text_hash
 from core.embed.reading import load as load_reader
 from core.embed.reading import read_ahead
 from core.errors import IndexError_, RepoExpertError
+from core.index.carry import as_before, carry_of, unread
 from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
 from core.ingest.repo import permalink, web_url
 from core.models import COLLECTIONS, Chunk, Document, Symbol, unit_key
-from core.store.base import BuildReader, Carry, IndexStore, Unit
+from core.store.base import BuildReader, IndexStore, Unit
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ class Summary:
     # Collections taken as the live build held them (none of their units changed, came or
     # went, no repository's pins moved): copied by the store, not written again.
     carried: list[str] = field(default_factory=list)
+    # Per collection: its largest chunk's tokens and its chunks over the window (what a carried
+    # collection's next build takes as they are).
+    collection_tokens: dict[str, list[int]] = field(default_factory=dict)
     # An instance over several repositories: per repository its commit, whether its work tree
     # was clean, files and chunks per collection, units changed, new chunks, and its error.
     repos: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -187,8 +191,13 @@ async def build_index(
             if c.repo in summary.repos:
                 summary.repos[c.repo]["chunks_new"] += 1
 
-        # Reused units: their chunks, vectors and symbols come from the live build.
-        kept, kept_symbols = await old.carried(reuse) if old is not None else ([], [])
+        # Reused units: their chunks, vectors and symbols come from the live build; a collection
+        # carried whole is not read when the live build's summary gives its counts.
+        carry = carry_of(old, docs, changed, old_units, pins)
+        before_s = (old.meta.get("summary") or {}) if old is not None else {}
+        whole = unread(carry, before_s, summary.repos, inst.retrieval.reader)
+        asked = {k for k in reuse if old_units[k].collection not in whole}
+        kept, kept_symbols = await old.carried(asked, whole) if old is not None else ([], [])
 
         te = time.perf_counter()
         before = embedder.passages_embedded
@@ -202,10 +211,18 @@ async def build_index(
         if inst.retrieval.reader:
             texts = [c.text for c, _ in kept] + [c.text for c in new_chunks]
             await _read_ahead(texts, summary, embedder, store, progress)
-        carry = _carry(old, docs, changed, old_units, pins)
         summary.carried = sorted(carry.collections) if carry else []
         async with store.writer(inst.name, carry) as w:
             for coll in COLLECTIONS:
+                if coll in whole:  # carried, not read: its counts are the live build's
+                    assert old is not None
+                    summary.chunks[coll] = old.size(coll)
+                    summary.collection_tokens[coll], per_repo = as_before(
+                        before_s, coll, summary.repos
+                    )
+                    for name, n in per_repo.items():
+                        summary.repos[name]["chunks"][coll] = n
+                    continue
                 rows: list[Chunk] = [c for c, _ in kept if c.collection == coll]
                 vecs = [v for c, v in kept if c.collection == coll]
                 for c, v in zip(new_chunks, new_vecs, strict=True):
@@ -226,19 +243,26 @@ async def build_index(
                     if c.repo in summary.repos:
                         per = summary.repos[c.repo]["chunks"]
                         per[coll] = per.get(coll, 0) + 1
-                summary.largest_chunk_tokens = max(
-                    [summary.largest_chunk_tokens, *(c.tokens for c in rows)]
-                )
-                summary.over_window += sum(1 for c in rows if c.tokens > window)
+                summary.collection_tokens[coll] = [
+                    max((c.tokens for c in rows), default=0),
+                    sum(1 for c in rows if c.tokens > window),
+                ]
+            summary.largest_chunk_tokens = max(t for t, _ in summary.collection_tokens.values())
+            summary.over_window = sum(n for _, n in summary.collection_tokens.values())
             await w.add_units(docs)
             for d in docs:
                 summary.files[d.collection] = summary.files.get(d.collection, 0) + 1
                 if d.repo in summary.repos:
                     per = summary.repos[d.repo]["files"]
                     per[d.collection] = per.get(d.collection, 0) + 1
-            symbols = kept_symbols + new_symbols
-            await w.add_symbols(symbols)
-            summary.symbols = len(symbols)
+            if carry is not None and "code" in carry.collections:  # the symbols are code's
+                summary.symbols = (
+                    int(before_s["symbols"]) if "code" in whole else len(kept_symbols)
+                )
+            else:
+                symbols = kept_symbols + new_symbols
+                await w.add_symbols(symbols)
+                summary.symbols = len(symbols)
             summary.seconds = time.perf_counter() - t0
             await w.set_meta("stamp", stamp)
             if summary.repos:  # several repositories: each its own commit (``status``)
@@ -340,27 +364,6 @@ def _unchanged(
     )
 
 
-def _carry(
-    old: BuildReader | None,
-    docs: list[Document],
-    changed: list[Document],
-    old_units: dict[str, Unit],
-    pins: dict[str, list[Any]],
-) -> Carry | None:
-    """The collections this build can take as the live build holds them: every repository read
-    at the live build's pins (so each reused chunk keeps its commit and permalink) and none of
-    the collection's units changed, came, went or moved to another collection — its rows are
-    then the live build's, in their order (``BuildReader.carried``)."""
-    if old is None or old.meta.get("pins") != pins:
-        return None
-    keys = {d.key for d in docs}
-    touched = {d.collection for d in changed}
-    touched |= {u.collection for k, u in old_units.items() if k not in keys}  # went, or failed
-    touched |= {old_units[d.key].collection for d in changed if d.key in old_units}  # moved
-    kept = frozenset(c for c in COLLECTIONS if c not in touched)
-    return Carry(old.build_id, kept) if kept else None
-
-
 async def _keep_live(
     old: BuildReader,
     summary: Summary,
@@ -376,7 +379,8 @@ async def _keep_live(
     summary.kept_live = True
     await store.tidy(inst.name)
     before = old.meta.get("summary") or {}
-    for key in ("files", "chunks", "symbols", "largest_chunk_tokens", "over_window"):
+    for key in ("files", "chunks", "symbols", "largest_chunk_tokens", "over_window",
+                "collection_tokens"):
         if key in before:
             setattr(summary, key, before[key])
     for name, r in summary.repos.items():

@@ -88,9 +88,10 @@ class Unit:
 @dataclass(frozen=True)
 class Carry:
     """Collections a new build takes as the live build ``build_id`` holds them — rows, vectors,
-    lexical postings and all — rather than having them written again: an update that changed,
-    added and removed none of their units and moved no repository's pins (``index/build.py``).
-    The writer is given it when it starts; ``add_chunks`` is not called for these."""
+    lexical postings and all, and with the code its symbol table and calls — rather than having
+    them written again: an update that changed, added and removed none of their units and moved
+    no repository's pins (``index/build.py``). The writer is given it when it starts;
+    ``add_chunks`` is not called for these, nor ``add_symbols`` when the code is carried."""
 
     build_id: str
     collections: frozenset[Collection]
@@ -226,9 +227,13 @@ class BuildReader(Protocol):
         """The units this build indexed, by key (``path`` or ``issue:N``)."""
         ...
 
-    async def carried(self, keys: set[str]) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
+    async def carried(
+        self, keys: set[str], without: frozenset[Collection] = frozenset()
+    ) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
         """What a next build keeps of the units ``keys``: their chunks (by collection and row)
-        each with its vector, and the symbols defined in them."""
+        each with its vector, and the symbols defined in them. Chunks of the collections
+        ``without`` are not read (the next build carries them whole: ``Carry``); their units'
+        symbols are."""
         ...
 
     async def close(self) -> None: ...

@@ -318,12 +318,16 @@ class LocalReader:
         async with self.db.execute("SELECT key, collection, content_hash FROM units") as cur:
             return {k: Unit(c, h) async for k, c, h in cur}
 
-    async def carried(self, keys: set[str]) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
+    async def carried(
+        self, keys: set[str], without: frozenset[Collection] = frozenset()
+    ) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
         kept: list[tuple[Chunk, np.ndarray]] = []
         if not keys:
             return kept, []
-        sql = f"SELECT {CHUNK_COLS} FROM chunks ORDER BY collection, row"
-        async with self.db.execute(sql) as cur:
+        read = [c for c in COLLECTIONS if c not in without]
+        sql = (f"SELECT {CHUNK_COLS} FROM chunks WHERE collection IN "
+               f"({', '.join('?' * len(read))}) ORDER BY collection, row")  # fmt: skip
+        async with self.db.execute(sql, read) as cur:
             async for r in cur:
                 if r[3] in keys:  # doc_key; r[2] is the row, the vector's index
                     kept.append((row_to_chunk(r), np.array(self._vectors[r[1]][r[2]])))

@@ -72,26 +72,29 @@ class LocalWriter:
         self.builds.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir()
         try:
-            if self.carry is not None:
-                await asyncio.to_thread(self._copy_base, self.carry)
+            copied = self.carry is not None and await asyncio.to_thread(self._copy_base, self.carry)
             self.db = await aiosqlite.connect(str(self.tmp / "meta.sqlite"))
             await self.db.execute("PRAGMA journal_mode=OFF")
             await self.db.execute("PRAGMA synchronous=OFF")
-            if self.carry is None:
-                await self.db.executescript(SCHEMA)
-            else:
+            if self.carry is not None and copied:
                 await self.db.executescript(_clear(self.carry.collections))
+            else:
+                await self.db.executescript(SCHEMA)
+            if self.carry is not None and not copied:
+                await self._insert_from_base(self.carry)
         except BaseException:  # __aexit__ will not run: leave nothing behind
             await self.__aexit__()
             raise
         return self
 
-    def _copy_base(self, carry: Carry) -> None:
-        """The live build's SQLite file copied, its carried vector files linked."""
+    def _copy_base(self, carry: Carry) -> bool:
+        """The carried collections' vector files linked from the live build, and its SQLite
+        file copied when its tables are this version's (``SCHEMA``); False: they are not (a
+        build the same stamp let through from before a table changed), and the rows are
+        inserted from it instead (``_insert_from_base``)."""
         base = self.builds / carry.build_id
-        if not (base / "meta.sqlite").is_file():
-            raise StoreError(f"{base}: the build to carry collections from is gone")
-        shutil.copyfile(base / "meta.sqlite", self.tmp / "meta.sqlite")
+        if live_name(self.link) != carry.build_id or not (base / "meta.sqlite").is_file():
+            raise StoreError(f"{base}: not the live build; nothing can be carried from it")
         for c in carry.collections:
             src = base / f"{c}.fbin"
             if not src.exists():  # a collection without chunks has no vector file
@@ -100,7 +103,37 @@ class LocalWriter:
                 os.link(src, self.tmp / src.name)
             except OSError:  # a file system without hard links: a copy
                 shutil.copyfile(src, self.tmp / src.name)
+        if _tables(f"file:{base / 'meta.sqlite'}?mode=ro") != _tables(":memory:", SCHEMA):
+            return False
+        shutil.copyfile(base / "meta.sqlite", self.tmp / "meta.sqlite")
+        return True
 
+    async def _insert_from_base(self, carry: Carry) -> None:
+        """The carried collections' rows, postings and FTS5 rows read from the live build into
+        this version's tables, column by column (the FTS5 index is made again)."""
+        assert self.db is not None
+        base = self.builds / carry.build_id / "meta.sqlite"
+        await self.db.execute("ATTACH DATABASE ? AS base", (f"file:{base}?mode=ro",))
+        for c in sorted(carry.collections):
+            await self.db.execute(
+                f"INSERT INTO chunks ({CHUNK_COLS}) SELECT {CHUNK_COLS} FROM base.chunks "
+                "WHERE collection = ?", (c,),
+            )  # fmt: skip
+            await self.db.execute(
+                f"INSERT INTO fts_{c} (rowid, body) SELECT rowid, body FROM base.fts_{c}"
+            )
+            for t, cols in (("postings", "collection, term, part, rows, tfs"),
+                            ("lexstats", "collection, lengths")):  # fmt: skip
+                await self.db.execute(
+                    f"INSERT INTO {t} ({cols}) SELECT {cols} FROM base.{t} WHERE collection = ?",
+                    (c,),
+                )
+        if "code" in carry.collections:
+            cols = "rowid, name, qualname, kind, path, start_line, end_line, norm, calls, repo"
+            await self.db.execute(f"INSERT INTO symbols ({cols}) SELECT {cols} FROM base.symbols")
+            await self.db.execute("INSERT INTO calls (norm, sym) SELECT norm, sym FROM base.calls")
+        await self.db.commit()
+        await self.db.execute("DETACH DATABASE base")
     async def __aexit__(self, *exc: object) -> None:
         if self.db is not None:
             await self.db.close()
@@ -204,10 +237,11 @@ class LocalWriter:
 
 def _clear(carried: frozenset[Collection]) -> str:
     """The SQL that leaves a copied build holding only the carried collections' rows, FTS5
-    tables and postings: what is not per collection (meta, units, links, symbols, calls) is
+    tables and postings (and, with the code, its symbols and calls): meta, units and links are
     written by every build again."""
-    sql = ["DELETE FROM meta;", "DELETE FROM units;", "DELETE FROM links;",
-           "DELETE FROM symbols;", "DELETE FROM calls;"]  # fmt: skip
+    sql = ["DELETE FROM meta;", "DELETE FROM units;", "DELETE FROM links;"]
+    if "code" not in carried:  # the symbol table and calls are the code's
+        sql += ["DELETE FROM symbols;", "DELETE FROM calls;"]
     for c in COLLECTIONS:
         if c in carried:
             continue
@@ -216,3 +250,14 @@ def _clear(carried: frozenset[Collection]) -> str:
                 f"DELETE FROM lexstats WHERE collection = '{c}';",
                 f"DROP TABLE fts_{c};", FTS.format(c=c)]  # fmt: skip
     return "\n".join(sql)
+
+
+def _tables(uri: str, script: str = "") -> list[tuple[str, ...]]:
+    """The tables and indexes of a SQLite file (or of ``script`` run in memory)."""
+    db = sqlite3.connect(uri, uri=True)
+    try:
+        if script:
+            db.executescript(script)
+        return sorted(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    finally:
+        db.close()

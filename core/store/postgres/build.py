@@ -10,8 +10,10 @@ moves the instance's live pointer (``rx_live``): readers see the whole build or 
 and a writer that fails, is cancelled or is killed (its connection drops) leaves nothing behind.
 
 A collection the build carries (``base.Carry``) is copied from the live build's tables by the
-server (``INSERT … SELECT``): no row crosses the wire and no lexical form is derived again; its
-rows keep their ids, and the collections written after it are numbered past them.
+server (``INSERT … SELECT``, column by column): no lexical form is derived again and none of its
+rows crosses the wire (the indexer does not read a carried collection's chunks when the live
+build's summary gives its counts); its rows keep their ids, and the collections written after
+it are numbered past them. Its indexes are made again at commit, as every collection's.
 
 Lexical tokens are the lexical forms' (``core.lexical.lexical_form``) as they are: the tokens the
 local store indexes, before FTS5's tokenizer folds diacritics, and those ``query_terms`` gives.
@@ -158,15 +160,25 @@ class PgWriter:
             await self._create_chunks(c, dim if n else None)
             if n:
                 self._dim = self._dim or dim
+            cols, post = f"{CHUNK_COLS}, embedding", "term, part, rows, tfs"
             await self.conn.execute(
-                f"INSERT INTO {self._t(c)} SELECT * FROM {old(c)};"
-                f"INSERT INTO {self._t(c + '_post')} SELECT * FROM {old(c + '_post')};"
-                f"INSERT INTO {self._t('lengths')} SELECT * FROM {old('lengths')} "
-                f"WHERE collection = '{c}'"
+                f"INSERT INTO {self._t(c)} ({cols}) SELECT {cols} FROM {old(c)};"
+                f"INSERT INTO {self._t(c + '_post')} ({post}) "
+                f"SELECT {post} FROM {old(c + '_post')};"
+                f"INSERT INTO {self._t('lengths')} (collection, lengths) "
+                f"SELECT collection, lengths FROM {old('lengths')} WHERE collection = '{c}'"
             )
             top = await self.conn.fetchval(f"SELECT MAX(id) FROM {self._t(c)}")
             self._next_id = max(self._next_id, int(top or 0) + 1)
             self._sizes[c] = n
+        if "code" in carry.collections:  # the symbol table and calls are the code's
+            cols = "id, name, qualname, kind, path, start_line, end_line, norm, calls, repo"
+            await self.conn.execute(
+                f"INSERT INTO {self._t('symbols')} ({cols}) SELECT {cols} FROM {old('symbols')};"
+                f"INSERT INTO {self._t('calls')} (norm, sym) SELECT norm, sym FROM {old('calls')}"
+            )
+            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {self._t('symbols')}")
+            self._next_symbol = int(top or 0) + 1
 
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.conn is not None

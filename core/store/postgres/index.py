@@ -359,12 +359,14 @@ class PgReader:
         got = await self._fetch(f"SELECT key, collection, content_hash FROM {self._t('units')}")
         return {k: Unit(c, h) for k, c, h in got}
 
-    async def carried(self, keys: set[str]) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
+    async def carried(
+        self, keys: set[str], without: frozenset[Collection] = frozenset()
+    ) -> tuple[list[tuple[Chunk, np.ndarray]], list[Symbol]]:
         kept: list[tuple[Chunk, np.ndarray]] = []
         if not keys:
             return kept, []
         for c in sorted(COLLECTIONS):
-            if not self.size(c):
+            if not self.size(c) or c in without:
                 continue
             got = await self._fetch(
                 f"SELECT {CHUNK_COLS}, embedding FROM {self._t(c)} "
