@@ -17,10 +17,13 @@ from helpers import SAMPLE_ISSUES, FakeApp, commit_all, sample_world
 
 from core.cli.render import format_summary
 from core.errors import StoreError
+from core.index.build import Summary
 from core.lexical import query_terms
 from core.models import COLLECTIONS
 from core.store.base import BuildReader, Carry
 from core.store.local import LocalReader
+from core.store.local_schema import SCHEMA
+from core.store.local_write import _tables
 
 QUESTIONS = ["default timeout", "where is parse_config defined", "dark theme colours",
              "is there an issue about the timeout being ignored"]  # fmt: skip
@@ -51,15 +54,20 @@ async def _snapshot(r: BuildReader) -> dict[str, Any]:
     return out
 
 
+SUMMED = ("chunks", "files", "symbols", "largest_chunk_tokens", "over_window",
+          "collection_tokens")  # fmt: skip
+
+
 async def _as_if_written_whole(
     app: FakeApp, inst: Path, data: Path, backend: str, in_order: bool = True
-) -> None:
+) -> Summary:
     """The live build of ``app`` holds what the same inputs indexed whole into a store of their
     own hold (``in_order``: row for row; else as a set: an update appends a changed file's
     chunks), and answers as it does (locally the FTS5 tables too)."""
     whole = FakeApp(inst, data, store=pg.new_database() if backend == "postgres" else None)
     try:
-        assert (await whole.index("widget")).carried == []
+        written = await whole.index("widget")
+        assert written.carried == []
         a, b = await app.store.open_live("widget"), await whole.store.open_live("widget")
         assert a is not None and b is not None
         try:
@@ -88,6 +96,7 @@ async def _as_if_written_whole(
                 (s.url, round(s.score, 6)) for s in y.sources
             ], q
             assert x.text == y.text, q
+        return written
     finally:
         await whole.close()
 
@@ -168,8 +177,13 @@ async def test_an_issue_event_carries_docs_and_code_and_the_build_is_as_if_writt
         issues.write_text(json.dumps(got))
         two = await app.index("widget")
         assert two.carried == ["code", "docs"] and two.units_deleted == 1
+        if backend == "local":  # a carried build's tables are this version's: the next copies it
+            built = app.layout.builds("widget") / str(await app.store.live_id("widget"))
+            assert _tables(f"file:{built / 'meta.sqlite'}?mode=ro") == _tables(":memory:", SCHEMA)
 
-        await _as_if_written_whole(app, inst, tmp_path / "data-whole", backend)
+        written = await _as_if_written_whole(app, inst, tmp_path / "data-whole", backend)
+        for key in SUMMED:  # counts taken from the live build's summary, docs and code unread
+            assert getattr(two, key) == getattr(written, key), key
 
         # A commit moves the pins: nothing is carried, every permalink re-pinned.
         (repo / "README.md").write_text((repo / "README.md").read_text() + "\nMore words.\n")
@@ -252,5 +266,37 @@ async def test_a_live_build_with_other_tables_is_carried_row_by_row(tmp_path: Pa
         with pytest.raises(StoreError, match="not the live build"):
             async with app.store.writer("widget", Carry(older, frozenset({"docs"}))) as w:
                 await w.commit()
+    finally:
+        await app.close()
+
+
+@pytest.mark.asyncio
+async def test_a_live_build_without_per_collection_counts_has_its_carried_chunks_read(
+    tmp_path: Path,
+) -> None:
+    """A live build whose summary does not give per-collection counts (written before they
+    were recorded) is still carried from; its carried chunks are read for the counts, which
+    come out as a build written whole has them."""
+    _, _, inst = sample_world(tmp_path)
+    app = FakeApp(inst, tmp_path / "data")
+    try:
+        await app.index("widget")
+        live = str(await app.store.live_id("widget"))
+        db = sqlite3.connect(app.layout.builds("widget") / live / "meta.sqlite")
+        (text,) = db.execute("SELECT value FROM meta WHERE key = 'summary'").fetchone()
+        summary = json.loads(text)
+        del summary["collection_tokens"]
+        db.execute("UPDATE meta SET value = ? WHERE key = 'summary'", (json.dumps(summary),))
+        db.commit()
+        db.close()
+        _edit_issue(tmp_path / "issues.json", 42, "\n\nSeen again on 2.0 with a much longer "
+                    "report of what happened, to make this thread the largest chunk of all.")
+        event = await app.index("widget")
+        assert event.carried == ["code", "docs"]
+        written = await _as_if_written_whole(
+            app, inst, tmp_path / "data-whole", "local", in_order=False
+        )  # the changed thread's chunks come after the kept one's
+        for key in SUMMED:
+            assert getattr(event, key) == getattr(written, key), key
     finally:
         await app.close()

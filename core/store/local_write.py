@@ -113,7 +113,7 @@ class LocalWriter:
         this version's tables, column by column (the FTS5 index is made again)."""
         assert self.db is not None
         base = self.builds / carry.build_id / "meta.sqlite"
-        await self.db.execute("ATTACH DATABASE ? AS base", (f"file:{base}?mode=ro",))
+        await self.db.execute("ATTACH DATABASE ? AS base", (str(base),))  # only read
         for c in sorted(carry.collections):
             await self.db.execute(
                 f"INSERT INTO chunks ({CHUNK_COLS}) SELECT {CHUNK_COLS} FROM base.chunks "
