@@ -13,7 +13,7 @@ from typing import Any
 
 import pg
 import pytest
-from helpers import SAMPLE_ISSUES, FakeApp, commit_all, sample_world
+from helpers import SAMPLE_ISSUES, FakeApp, FakeEmbedder, commit_all, sample_world, write_files
 
 from core.cli.render import format_summary
 from core.errors import StoreError
@@ -289,8 +289,12 @@ async def test_a_live_build_without_per_collection_counts_has_its_carried_chunks
         db.execute("UPDATE meta SET value = ? WHERE key = 'summary'", (json.dumps(summary),))
         db.commit()
         db.close()
-        _edit_issue(tmp_path / "issues.json", 42, "\n\nSeen again on 2.0 with a much longer "
-                    "report of what happened, to make this thread the largest chunk of all.")
+        _edit_issue(
+            tmp_path / "issues.json",
+            42,
+            "\n\nSeen again on 2.0 with a much longer "
+            "report of what happened, to make this thread the largest chunk of all.",
+        )
         event = await app.index("widget")
         assert event.carried == ["code", "docs"]
         written = await _as_if_written_whole(
@@ -298,5 +302,45 @@ async def test_a_live_build_without_per_collection_counts_has_its_carried_chunks
         )  # the changed thread's chunks come after the kept one's
         for key in SUMMED:
             assert getattr(event, key) == getattr(written, key), key
+    finally:
+        await app.close()
+
+
+class Choking(FakeEmbedder):
+    """An embedder whose tokenizer fails on one text: the unit holding it cannot be chunked."""
+
+    def count_tokens(self, text: str) -> int:
+        if "CHOKE" in text:
+            raise ValueError("the tokenizer cannot read this")
+        return super().count_tokens(text)
+
+
+@pytest.mark.asyncio
+async def test_a_unit_that_cannot_be_chunked_fails_once_not_every_update(tmp_path: Path) -> None:
+    """A unit no chunker gets through is left out, "excluded" with its reason; unchanged, it
+    is not chunked again and is no reason to write a build: the next update keeps the live
+    build, an issue event still carries its collection. Changed, it is tried again."""
+    repo, _, inst = sample_world(tmp_path)
+    write_files(repo, {"docs/broken.md": "# Broken\n\nThis page makes the tokenizer CHOKE.\n"})
+    commit_all(repo)
+    app = FakeApp(inst, tmp_path / "data", Choking)
+    why = "could not be chunked (ValueError)"
+    try:
+        first = await app.index("widget")
+        assert first.excluded[why] == 1 and first.files["docs"] == 2
+        again = await app.index("widget")
+        assert again.kept_live and again.units_changed == 0 and again.excluded[why] == 1
+        _edit_issue(tmp_path / "issues.json", 7, "\n\nStill dim.")
+        event = await app.index("widget")
+        assert (event.carried, event.units_changed, event.excluded[why]) == (["code", "docs"], 1, 1)
+
+        write_files(repo, {"docs/broken.md": "# Broken\n\nThis page reads fine now.\n"})
+        commit_all(repo)
+        fixed = await app.index("widget")
+        assert fixed.units_changed == 1 and why not in fixed.excluded
+        assert fixed.files["docs"] == 3
+        assert any(
+            s.path == "docs/broken.md" for s in (await app.ask("widget", "broken page")).sources
+        )
     finally:
         await app.close()

@@ -165,10 +165,22 @@ async def build_index(
             and u.content_hash == d.content_hash
             and u.collection == d.collection
         }
-        changed = [d for d in docs if d.key not in reuse]
+        # A unit no chunker got through, unchanged since, fails again: left out as it was, not
+        # re-chunked, and no reason to write the build (nor to keep its collection from being
+        # carried). A new chunker (another stamp) tries it again.
+        was_failed = (old.meta.get("failed") or {}) if old is not None else {}
+        failing = {
+            d.key: str(was_failed[d.key][2])
+            for d in docs
+            if d.key not in reuse
+            and list(was_failed.get(d.key) or [])[:2] == [d.collection, d.content_hash]
+        }
+        changed = [d for d in docs if d.key not in reuse and d.key not in failing]
         summary.units_reused = len(reuse)
         summary.units_changed = len(changed)
         summary.units_deleted = len(set(old_units) - {d.key for d in docs})
+        for reason in failing.values():
+            summary.excluded[reason] = summary.excluded.get(reason, 0) + 1
 
         pins = _pins(sources, fresh, summary)
         if old is not None and _unchanged(old, changed, summary, pins):
@@ -181,7 +193,9 @@ async def build_index(
         new_chunks, new_symbols, failed = await _chunk_units(changed, embedder, window, progress)
         for reason in failed.values():
             summary.excluded[reason] = summary.excluded.get(reason, 0) + 1
-        docs = [d for d in docs if d.key not in failed]
+        left_out = {d.key: [d.collection, d.content_hash, failed.get(d.key) or failing[d.key]]
+                    for d in docs if d.key in failed or d.key in failing}  # fmt: skip
+        docs = [d for d in docs if d.key not in left_out]
         for c in new_chunks:
             c.text_hash = text_hash(c.text)
         for d in changed:
@@ -275,6 +289,7 @@ async def build_index(
                 # git diff may stand in for reading files only against a build of a clean commit
                 await w.set_meta("tree_clean", co.commit is not None and not co.dirty)
             await w.set_meta("pins", pins)
+            await w.set_meta("failed", left_out)
             await w.set_meta("built_at", time.time())
             await w.set_meta("summary", summary.to_json())
             await w.commit()
