@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pg
 import pytest
 from helpers import SAMPLE_ISSUES, FakeApp, FakeEmbedder, commit_all, sample_world, write_files
@@ -19,7 +20,7 @@ from core.cli.render import format_summary
 from core.errors import StoreError
 from core.index.build import Summary
 from core.lexical import query_terms
-from core.models import COLLECTIONS
+from core.models import COLLECTIONS, Chunk, Symbol
 from core.store.base import BuildReader, Carry
 from core.store.local import LocalReader
 from core.store.local_schema import SCHEMA
@@ -344,3 +345,84 @@ async def test_a_unit_that_cannot_be_chunked_fails_once_not_every_update(tmp_pat
         )
     finally:
         await app.close()
+
+
+def _rows(coll: str, n: int, tag: str) -> list[Chunk]:
+    return [Chunk(coll, f"{coll}/{tag}{i}.md", f"{coll} {tag} row {i} about timeouts", f"{tag}{i}",
+                  5, path=f"{coll}/{tag}{i}.md", start_line=1, end_line=2, kind="section")
+            for i in range(n)]  # fmt: skip
+
+
+def _vectors(rows: list[Chunk]) -> np.ndarray:
+    rng = np.random.default_rng(len(rows) * 7 + len(rows[0].doc_key))
+    v = rng.normal(size=(len(rows), 8)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+async def _pg_build(store: Any, carry: Carry | None, tag: str) -> str:
+    """A build of instance ``org``: docs and code (unless carried) and issues of its own."""
+    carried = carry.collections if carry else frozenset()
+    async with store.writer("org", carry) as w:
+        for coll in ("docs", "code", "issues"):
+            if coll not in carried:
+                rows = _rows(coll, 6, tag if coll == "issues" else "base")
+                await w.add_chunks(coll, rows, _vectors(rows))
+        if "code" not in carried:
+            await w.add_symbols([Symbol("load", "load", "function", "code/base0.md", 1, 2,
+                                        ("parse",))])  # fmt: skip
+        await w.add_units([])
+        await w.set_meta("stamp", {"schema": store.schema})
+        return await w.commit()
+
+
+@pytest.mark.asyncio
+async def test_postgres_shares_a_carried_collections_tables_and_drops_them_when_unread() -> None:
+    """On PostgreSQL a carried collection is the live build's table itself (its HNSW index
+    too): nothing is copied or indexed again. A shared table outlives the build that made it
+    while the live or the previous build reads it, and goes with the last build that does."""
+    from core.store.postgres.db import Database
+    from core.store.postgres.index import PostgresStore
+
+    store = PostgresStore(Database(pg.new_database()), hnsw_min_rows=1)
+    pool = await store.db.pool()
+
+    async def tables() -> set[str]:
+        got = await pool.fetch("SELECT tablename FROM pg_tables WHERE tablename LIKE 'rx\\_b%'")
+        return {str(r[0]) for r in got} - {"rx_builds"}  # a build's tables: rx_b{id}_{what}
+
+    async def builds() -> set[str]:
+        return {str(r[0]) for r in await pool.fetch("SELECT id FROM rx_builds")}
+
+    try:
+        a = await _pg_build(store, None, "a")
+        both = frozenset({"docs", "code"})
+        b = await _pg_build(store, Carry(a, both), "b")
+        c = await _pg_build(store, Carry(b, both), "c")  # shares a's tables, not b's
+        r = await store.open_live("org")
+        assert r is not None and r.build_id == c
+        try:
+            assert r.meta["shared_tables"] == {w: a for w in (
+                "docs", "docs_post", "code", "code_post", "symbols", "calls")}  # fmt: skip
+            assert {"docs", "code", "issues"} <= r._hnsw  # a's HNSW indexes read as they are
+            hits = await r.dense("code", _vectors(_rows("code", 6, "base"))[2], 1)
+            assert [h.row for h in hits] == [2]
+            assert [h.row for h in await r.lexical("issues", ["row"], 3)] and (
+                await r.chunks("issues", [0])
+            )[0].doc_key == "issues/c0.md"
+            assert [s.name for s in await r.callers("parse")] == ["load"]
+        finally:
+            await r.close()
+        made = await tables()
+        assert f"rx_b{b}_code" not in made and f"rx_b{c}_docs" not in made
+        assert {f"rx_b{a}_code", f"rx_b{a}_docs_post", f"rx_b{a}_symbols"} <= made
+        assert f"rx_b{a}_issues" not in made  # a's own issues went with it
+        assert await builds() == {a, b, c}  # a's row stays while its tables are read
+        d = await _pg_build(store, None, "d")  # written whole; c, the previous, still reads a's
+        assert {f"rx_b{a}_code", f"rx_b{a}_symbols"} <= await tables()
+        assert await builds() == {a, c, d}
+        e = await _pg_build(store, None, "e")  # nothing reads a's tables any more
+        assert await builds() == {d, e}
+        left = {t for t in await tables() if not t.startswith((f"rx_b{d}_", f"rx_b{e}_"))}
+        assert left == set()
+    finally:
+        await store.close()

@@ -73,6 +73,20 @@ def build_tables(build_id: str) -> list[str]:
     return [table(build_id, n) for n in names]
 
 
+SHARED = "shared_tables"  # meta: table (collection, collection_post, symbols, calls) → owner id
+
+
+def owned(meta: dict[str, Any], build_id: str, what: str) -> str:
+    """The table a build reads for ``what``: its own, or the one an older build made that it
+    shares (a carried collection's: ``PgWriter._carry``)."""
+    return table(str((meta.get(SHARED) or {}).get(what, build_id)), what)
+
+
+def shared_tables(meta: dict[str, Any]) -> set[str]:
+    """The tables of older builds a build reads (they are not dropped with their builds)."""
+    return {table(str(o), w) for w, o in (meta.get(SHARED) or {}).items()}
+
+
 def norm(name: str) -> str:
     return "".join(parts(name))
 
@@ -93,6 +107,7 @@ class PgWriter:
         self._next_id = 1
         self._next_symbol = 1
         self._next_link = 1
+        self._owners: dict[str, str] = {}  # shared tables: what → the build that made it
 
     async def __aenter__(self) -> PgWriter:
         await self.store.db.pool()  # migrated first
@@ -139,10 +154,12 @@ class PgWriter:
         return table(self.id, what)
 
     async def _carry(self, carry: Carry) -> None:
-        """The carried collections' tables filled from the live build's, on the server."""
+        """The carried collections' tables are the live build's own (or those it shares): this
+        build names them (meta ``shared_tables``) rather than copying rows and indexes; the code
+        brings its symbol table and calls. Only the row lengths are copied."""
         assert self.conn is not None
         got = await self.conn.fetchrow(
-            "SELECT b.sizes, b.dim FROM rx_live l JOIN rx_builds b ON b.id = l.build_id "
+            "SELECT b.sizes, b.dim, b.meta FROM rx_live l JOIN rx_builds b ON b.id = l.build_id "
             "WHERE l.instance = $1 AND b.id = $2",
             self.instance, carry.build_id,
         )  # fmt: skip
@@ -151,34 +168,29 @@ class PgWriter:
                 f"build {carry.build_id} of {self.instance} is no longer the live build: "
                 "nothing can be carried from it"
             )
-        sizes, dim = json.loads(got[0]), got[1]
-        old = lambda what: table(carry.build_id, what)  # noqa: E731
-        for c in COLLECTIONS:
-            if c not in carry.collections:
-                continue
+        sizes, dim, meta = json.loads(got[0]), got[1], json.loads(got[2])
+        made = dict(meta.get(SHARED) or {})  # what the live build itself shares
+        shared = [w for c in sorted(carry.collections) for w in (c, f"{c}_post")]
+        if "code" in carry.collections:  # the symbol table and calls are the code's
+            shared += ["symbols", "calls"]
+        self._owners = {w: str(made.get(w, carry.build_id)) for w in shared}
+        base = lambda what: table(self._owners[what], what)  # noqa: E731
+        if "code" in carry.collections:
+            await self.conn.execute(f"DROP TABLE {self._t('symbols')}, {self._t('calls')}")
+            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {base('symbols')}")
+            self._next_symbol = int(top or 0) + 1
+        for c in sorted(carry.collections):
             n = int(sizes.get(c, 0))
-            await self._create_chunks(c, dim if n else None)
+            self._sizes[c] = n
             if n:
                 self._dim = self._dim or dim
-            cols, post = f"{CHUNK_COLS}, embedding", "term, part, rows, tfs"
             await self.conn.execute(
-                f"INSERT INTO {self._t(c)} ({cols}) SELECT {cols} FROM {old(c)};"
-                f"INSERT INTO {self._t(c + '_post')} ({post}) "
-                f"SELECT {post} FROM {old(c + '_post')};"
                 f"INSERT INTO {self._t('lengths')} (collection, lengths) "
-                f"SELECT collection, lengths FROM {old('lengths')} WHERE collection = '{c}'"
+                f"SELECT collection, lengths FROM {table(carry.build_id, 'lengths')} "
+                f"WHERE collection = '{c}'"
             )
-            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {self._t(c)}")
+            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {base(c)}")
             self._next_id = max(self._next_id, int(top or 0) + 1)
-            self._sizes[c] = n
-        if "code" in carry.collections:  # the symbol table and calls are the code's
-            cols = "id, name, qualname, kind, path, start_line, end_line, norm, calls, repo"
-            await self.conn.execute(
-                f"INSERT INTO {self._t('symbols')} ({cols}) SELECT {cols} FROM {old('symbols')};"
-                f"INSERT INTO {self._t('calls')} (norm, sym) SELECT norm, sym FROM {old('calls')}"
-            )
-            top = await self.conn.fetchval(f"SELECT MAX(id) FROM {self._t('symbols')}")
-            self._next_symbol = int(top or 0) + 1
 
     async def add_units(self, docs: Sequence[Document]) -> None:
         assert self.conn is not None
@@ -280,6 +292,8 @@ class PgWriter:
                 await self._create_chunks(c, None)
         t = self._t
         for c in COLLECTIONS:
+            if c in self._owners:  # shared: indexed by the build that made it
+                continue
             await conn.execute(
                 f"CREATE INDEX ON {t(c)} (doc_key); CREATE INDEX ON {t(c)} (path);"
                 f'CREATE INDEX ON {t(c)} ((reverse(path)) COLLATE "C");'
@@ -291,14 +305,18 @@ class PgWriter:
                     f"CREATE INDEX ON {t(c)} USING hnsw (embedding vector_ip_ops) "
                     f"WITH (m = {HNSW_M}, ef_construction = {HNSW_EF_CONSTRUCTION})"
                 )
+        own_code = "symbols" not in self._owners
         await conn.execute(
-            f"CREATE INDEX ON {t('symbols')} (name); CREATE INDEX ON {t('symbols')} (norm);"
-            f"CREATE INDEX ON {t('symbols')} (qualname); CREATE INDEX ON {t('calls')} (norm);"
-            f"CREATE INDEX ON {t('links')} (issue); CREATE INDEX ON {t('links')} (rel, target);"
-            f"ANALYZE {t('symbols')}; ANALYZE {t('calls')}; ANALYZE {t('units')};"
-            f"ANALYZE {t('links')};"
-            + "".join(f"ANALYZE {t(c)}; ANALYZE {t(c + '_post')};" for c in COLLECTIONS)
-        )
+            (f"CREATE INDEX ON {t('symbols')} (name); CREATE INDEX ON {t('symbols')} (norm);"
+             f"CREATE INDEX ON {t('symbols')} (qualname); CREATE INDEX ON {t('calls')} (norm);"
+             f"ANALYZE {t('symbols')}; ANALYZE {t('calls')};" if own_code else "")
+            + f"CREATE INDEX ON {t('links')} (issue); CREATE INDEX ON {t('links')} (rel, target);"
+            f"ANALYZE {t('units')}; ANALYZE {t('links')};"
+            + "".join(f"ANALYZE {t(c)}; ANALYZE {t(c + '_post')};"
+                      for c in COLLECTIONS if c not in self._owners)
+        )  # fmt: skip
+        if self._owners:
+            self._meta[SHARED] = self._owners
         await conn.execute(
             "INSERT INTO rx_builds (id, instance, meta, sizes, dim) VALUES ($1, $2, $3, $4, $5)",
             self.id, self.instance, json.dumps(self._meta), json.dumps(self._sizes), self._dim,
@@ -311,15 +329,19 @@ class PgWriter:
             "DO UPDATE SET build_id = excluded.build_id, swapped_at = now()",
             self.instance, self.id,
         )  # fmt: skip
+        was = await conn.fetchval("SELECT meta FROM rx_builds WHERE id = $1", previous or "")
+        keep = shared_tables(self._meta) | (shared_tables(json.loads(was)) if was else set())
         olds = await conn.fetch(
             "SELECT id FROM rx_builds WHERE instance = $1 AND id <> $2 AND id <> $3",
             self.instance, self.id, previous or "",
         )  # fmt: skip
         for (old,) in olds:  # the previous build stays for readers still on it
+            gone = [n for n in build_tables(old) if n not in keep]
             await conn.execute(
-                "DROP TABLE IF EXISTS " + ", ".join(build_tables(old)) + ";"
-                "DELETE FROM rx_builds WHERE id = " + _literal(old)
-            )
+                "DROP TABLE IF EXISTS " + ", ".join(gone) + ";"
+                + ("" if len(gone) < len(build_tables(old))  # still shared: kept, named
+                   else "DELETE FROM rx_builds WHERE id = " + _literal(old))
+            )  # fmt: skip
         await self._tx.commit()
         self._tx = None
         return self.id

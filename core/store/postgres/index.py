@@ -45,7 +45,7 @@ from core.store.postgres.build import (
     SYMBOL_COLS,
     PgWriter,
     norm,
-    table,
+    owned,
 )
 from core.store.postgres.db import Database, json_value
 from core.store.postgres.vectors import PgVectors
@@ -102,7 +102,7 @@ class PgReader:
         self.ef_search = EF_SEARCH  # HNSW candidates (benchmarks sweep it)
 
     def _t(self, what: str) -> str:
-        return table(self.build_id, what)
+        return owned(self.meta, self.build_id, what)  # its own table, or a shared one
 
     async def _fetch(self, sql: str, *args: Any) -> list[Any]:
         try:
@@ -419,21 +419,20 @@ class PostgresStore:
         )
         if row is None:
             return None
-        build_id = str(row[0])
+        build_id, meta = str(row[0]), dict(json_value(row[1]))
         sizes = {str(k): int(v) for k, v in json_value(row[2]).items()}
         hnsw = {
             c for c in COLLECTIONS
             if await pool.fetchval(
                 "SELECT count(*) FROM pg_indexes WHERE tablename = $1 AND indexdef LIKE "
-                "'%USING hnsw%'", table(build_id, c),
+                "'%USING hnsw%'", owned(meta, build_id, c),
             )
         }  # fmt: skip
-        reader = PgReader(pool, build_id, dict(json_value(row[1])), sizes, hnsw,
-                          self.shared_vectors)  # fmt: skip
+        reader = PgReader(pool, build_id, meta, sizes, hnsw, self.shared_vectors)
         located = [
             (c, int(r), str(k), str(g)) for c in COLLECTIONS if sizes.get(c)
             for r, k, g in await reader._fetch(
-                f"SELECT row, doc_key, repo FROM {table(build_id, c)}")
+                f"SELECT row, doc_key, repo FROM {reader._t(c)}")
         ]  # fmt: skip
         # several repositories: a filter's statistics are its repositories' (bm25.py)
         groups, reader._repo_ids = await asyncio.to_thread(
@@ -446,7 +445,7 @@ class PostgresStore:
         reader.iterative = _version(version) >= (0, 8)
         reader.exact_below = self.hnsw_min_rows  # as a build of the kept rows alone would
         for coll, blob in await reader._fetch(
-            f"SELECT collection, lengths FROM {table(build_id, 'lengths')}"
+            f"SELECT collection, lengths FROM {reader._t('lengths')}"
         ):
             reader._bm25[str(coll)] = Bm25(np.frombuffer(bytes(blob), np.int32),
                                            groups.get(str(coll)) if groups else None)  # fmt: skip
@@ -454,7 +453,7 @@ class PostgresStore:
             DocMap.of, [(c, r, k) for c, r, k, _ in located], sizes, groups
         )
         if sizes.get("code"):  # flags for retrieval's test_penalty, computed once
-            got = await reader._fetch(f"SELECT row, path, kind FROM {table(build_id, 'code')}")
+            got = await reader._fetch(f"SELECT row, path, kind FROM {reader._t('code')}")
             reader._tests = await asyncio.to_thread(
                 lambda: {int(r) for r, p, kind in got if is_test_code(p, kind)}
             )
