@@ -170,7 +170,7 @@ async def build_index(
         # carried). A new chunker (another stamp) tries it again.
         was_failed = (old.meta.get("failed") or {}) if old is not None else {}
         failing = {
-            d.key: str(was_failed[d.key][2])
+            d.key: str([*was_failed[d.key], ""][2])
             for d in docs
             if d.key not in reuse
             and list(was_failed.get(d.key) or [])[:2] == [d.collection, d.content_hash]
@@ -196,6 +196,9 @@ async def build_index(
         left_out = {d.key: [d.collection, d.content_hash, failed.get(d.key) or failing[d.key]]
                     for d in docs if d.key in failed or d.key in failing}  # fmt: skip
         docs = [d for d in docs if d.key not in left_out]
+        for key, why in failed.items():  # out of memory may pass: tried again next time
+            if why.endswith("(MemoryError)"):
+                left_out.pop(key, None)
         for c in new_chunks:
             c.text_hash = text_hash(c.text)
         for d in changed:

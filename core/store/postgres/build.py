@@ -9,11 +9,13 @@ transaction** on a connection of its own and, in that same transaction, records 
 moves the instance's live pointer (``rx_live``): readers see the whole build or the previous one,
 and a writer that fails, is cancelled or is killed (its connection drops) leaves nothing behind.
 
-A collection the build carries (``base.Carry``) is copied from the live build's tables by the
-server (``INSERT … SELECT``, column by column): no lexical form is derived again and none of its
-rows crosses the wire (the indexer does not read a carried collection's chunks when the live
-build's summary gives its counts); its rows keep their ids, and the collections written after
-it are numbered past them. Its indexes are made again at commit, as every collection's.
+A collection the build carries (``base.Carry``) is not written at all: the build reads the live
+build's tables for it (the collection's, its ``_post``, and with the code ``_symbols`` and
+``_calls``), indexes and all, and names their owner in its meta (``shared_tables``: the
+owner's, when the live build shares them itself). A shared table outlives the build that made
+it while the live or the previous build reads it; that build's row in ``rx_builds`` stays until
+then. The collections written after it are numbered past its ids. Every process of a deployment
+must run a version that knows this format (``SCHEMA_VERSION`` 5).
 
 Lexical tokens are the lexical forms' (``core.lexical.lexical_form``) as they are: the tokens the
 local store indexes, before FTS5's tokenizer folds diacritics, and those ``query_terms`` gives.
@@ -37,8 +39,9 @@ from core.models import COLLECTIONS, Chunk, Collection, Document, Symbol
 from core.store.base import Carry
 from core.store.bm25 import postings
 
-SCHEMA_VERSION = 4  # the format of a build's tables (part of every stamp); 2: BM25 postings;
-# 3: links (a pull request's changed files and the issues it closes); 4: repo columns. Bump it,
+SCHEMA_VERSION = 5  # the format of a build's tables (part of every stamp); 2: BM25 postings;
+# 3: links (a pull request's changed files and the issues it closes); 4: repo columns; 5: a
+# build may read an older build's tables (meta ``shared_tables``). Bump it,
 # too, when what the writer derives from the chunks changes, or the HNSW settings below: an
 # update that finds nothing changed keeps the live build (``build._keep_live``), its indexes
 # included, unless the stamp differs.

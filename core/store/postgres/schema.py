@@ -16,8 +16,10 @@ A build's own rows live in tables named after it (``build.py``): ``rx_b{id}_{doc
 (chunks with a ``vector`` column), ``rx_b{id}_{collection}_post`` (BM25 postings),
 ``rx_b{id}_lengths``, ``rx_b{id}_symbols``, ``rx_b{id}_calls``, ``rx_b{id}_units``. They are
 created inside the transaction that commits the build — a crashed build leaves nothing — and
-dropped with the build; their format is the store's ``SCHEMA_VERSION`` (in every build's stamp:
-a build of another format is rebuilt, never migrated).
+dropped with the build, unless a later build still reads them (a carried collection's tables
+are shared: ``shared_tables`` in its meta; they go when neither the live nor the previous build
+reads them); their format is the store's ``SCHEMA_VERSION`` (in every build's stamp: a build of
+another format is rebuilt, never migrated).
 """
 
 from __future__ import annotations
