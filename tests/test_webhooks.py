@@ -158,6 +158,8 @@ async def test_issue_events_sync_that_issue_and_leave_the_code_alone(hooks: Hook
     assert hooks.api.of(r"/issues/43$")  # fetched by number
     st = await hooks.app.status("widget")
     assert st["indexed_commit"] == first.commit  # no fetch on an issue event
+    live = await hooks.app.store.live_meta("widget")
+    assert live is not None and live["summary"]["carried"] == ["code", "docs"]  # issues written
 
     sha = git(hooks.work, "rev-parse", "HEAD").strip()
     other_branch = {"ref": "refs/heads/feature", "repository": REPO}
@@ -167,6 +169,8 @@ async def test_issue_events_sync_that_issue_and_leave_the_code_alone(hooks: Hook
     await hooks.scheduler.idle()
     st = await hooks.app.status("widget")
     assert st["indexed_commit"] == sha
+    live = await hooks.app.store.live_meta("widget")
+    assert live is not None and live["summary"]["carried"] == []  # the commit moved
     assert [req for _, req in hooks.scheduler.runs][-1].repo is True
 
 

@@ -8,8 +8,9 @@ is re-pinned to the new commit). Files git reports unchanged are not even read
 (``ingest/documents.py``). Changed and new units are chunked (``core.chunk``) and embedded;
 deleted ones are simply not carried over. A collection none of whose units changed, came or
 went, in an update that moved no repository's pins (an issue or pull-request event: no commit
-moved), is carried as the live build holds it (``base.Carry``): the store copies it rather than
-writing its rows, postings and vectors again. A build stamped differently (another store format,
+moved), is carried as the live build holds it (``base.Carry``): the store takes it from the live
+build (a copy of its file locally, its very tables on PostgreSQL) rather than writing its rows,
+postings and vectors again. A build stamped differently (another store format,
 chunker version, embedding model, dimension or window) is not reused: everything is rebuilt
 instead of mixing vectors.
 """
@@ -90,7 +91,7 @@ class Summary:
     # Nothing the build holds would differ: the live build was kept, not written again.
     kept_live: bool = False
     # Collections taken as the live build held them (none of their units changed, came or
-    # went, no repository's pins moved): copied by the store, not written again.
+    # went, no repository's pins moved): taken from it by the store, not written again.
     carried: list[str] = field(default_factory=list)
     # Per collection: its largest chunk's tokens and its chunks over the window (what a carried
     # collection's next build takes as they are).

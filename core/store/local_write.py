@@ -2,11 +2,13 @@
 ``current`` symlink (atomic on POSIX), older builds pruned. See ``local.py`` for the layout.
 
 A build that carries collections (``base.Carry``) starts from a copy of the live build's SQLite
-file with every other collection's rows, and every table that is not per collection, cleared;
-the carried collections' vector files are hard links to the live build's (a build is never
-written once committed, so sharing the file is safe; pruning the old build unlinks only its
-name). Their rows, FTS5 index and postings are then byte for byte the live build's, not derived
-again."""
+file with every other collection's rows, and meta, units and links (and, unless the code is
+carried, the symbols and calls), cleared; the carried collections' vector files are hard links
+to the live build's (a build is never written once committed, so sharing the file is safe;
+pruning the old build unlinks only its name). Their rows, FTS5 index and postings are then byte
+for byte the live build's, not derived again. A live build whose tables are not this version's
+(the same stamp let it through) is not copied: its carried rows are inserted column by column
+into this version's tables."""
 
 from __future__ import annotations
 
@@ -134,6 +136,7 @@ class LocalWriter:
             await self.db.execute("INSERT INTO calls (norm, sym) SELECT norm, sym FROM base.calls")
         await self.db.commit()
         await self.db.execute("DETACH DATABASE base")
+
     async def __aexit__(self, *exc: object) -> None:
         if self.db is not None:
             await self.db.close()
