@@ -17,18 +17,20 @@ def carry_of(
     old_units: dict[str, Unit],
     pins: dict[str, list[Any]],
 ) -> Carry | None:
-    """The collections this build can take as the live build holds them: every repository read
-    at the live build's pins (so each reused chunk keeps its commit and permalink) and none of
-    the collection's units changed, came, went or moved to another collection — its rows are
-    then the live build's, in their order (``BuildReader.carried``)."""
-    if old is None or old.meta.get("pins") != pins:
+    """The live build a new build is written from, and the collections it can take as the live
+    build holds them (possibly none): every repository read at the live build's pins (so each
+    reused chunk keeps its commit and permalink) and none of the collection's units changed,
+    came, went or moved to another collection — its rows are then the live build's, in their
+    order (``BuildReader.carried``). None: no live build was read."""
+    if old is None:
         return None
+    if old.meta.get("pins") != pins:
+        return Carry(old.build_id, frozenset())
     keys = {d.key for d in docs}
     touched = {d.collection for d in changed}
     touched |= {u.collection for k, u in old_units.items() if k not in keys}  # went, or failed
     touched |= {old_units[d.key].collection for d in changed if d.key in old_units}  # moved
-    kept = frozenset(c for c in COLLECTIONS if c not in touched)
-    return Carry(old.build_id, kept) if kept else None
+    return Carry(old.build_id, frozenset(c for c in COLLECTIONS if c not in touched))
 
 
 def unread(

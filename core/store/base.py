@@ -291,8 +291,10 @@ class IndexStore(Protocol):
         self, instance: str, carry: Carry | None = None
     ) -> AbstractAsyncContextManager[BuildWriter]:
         """A new build of ``instance``, written aside: ``async with store.writer(n) as w``.
-        ``carry``: collections taken as the live build holds them (its id must be the live
-        build's; the caller holds the instance's lock)."""
+        ``carry``: the live build this one is written from (its id must be the live build's;
+        the caller holds the instance's lock) and the collections taken as it holds them; with
+        none, a store may still reuse what it derived from the chunks it keeps (the local
+        store: their lexical forms)."""
         ...
 
     async def tidy(self, instance: str) -> None:

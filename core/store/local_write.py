@@ -63,6 +63,7 @@ class LocalWriter:
     def __init__(self, layout: Layout, name: str, carry: Carry | None = None):
         self.root = layout.instance(name)
         self.carry = carry if carry and carry.collections else None
+        self.base = carry.build_id if carry else None  # the live build: its lexical forms
         self.builds = layout.builds(name)
         self.link = layout.current(name)
         self.id = time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}-{time.monotonic_ns() % 10**6}"
@@ -137,6 +138,22 @@ class LocalWriter:
         await self.db.commit()
         await self.db.execute("DETACH DATABASE base")
 
+    def _base_forms(self, collection: Collection, chunks: Sequence[Chunk]) -> dict[int | None, str]:
+        """The lexical forms the live build holds for the chunks it keeps (by their id there, a
+        kept chunk's ``id``), so that they are not derived again; {} without a live build."""
+        ids = {c.id for c in chunks if c.id is not None}
+        path = self.builds / str(self.base) / "meta.sqlite"
+        if not ids or self.base is None or not path.is_file():
+            return {}
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            got = db.execute(f"SELECT rowid, body FROM fts_{collection}")
+            return {int(i): str(b) for i, b in got if i in ids}
+        except sqlite3.Error:  # an older build's tables: the forms are derived as before
+            return {}
+        finally:
+            db.close()
+
     async def __aexit__(self, *exc: object) -> None:
         if self.db is not None:
             await self.db.close()
@@ -178,7 +195,10 @@ class LocalWriter:
                 for i, c in enumerate(chunks)
             ],
         )  # fmt: skip
-        forms = await asyncio.to_thread(lambda: [lexical_form(c.text) for c in chunks])
+        known = await asyncio.to_thread(self._base_forms, collection, chunks)
+        forms = await asyncio.to_thread(
+            lambda: [known.get(c.id) or lexical_form(c.text) for c in chunks]
+        )
         async with self.db.execute(
             "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
         ) as cur:
