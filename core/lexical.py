@@ -16,6 +16,12 @@ import functools
 import re
 from collections.abc import Callable
 
+# Part of every build's stamp (``index/build.py``): bump it when ``lexical_form`` (or what it
+# calls) gives other tokens for any text. A build keeps the forms of the chunks it carries over
+# from the live one (the local store reuses them), so only a stamp that differs makes every
+# build derive them again.
+LEXICAL_VERSION = 1
+
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9_$]+(?:[./:\-][A-Za-zÀ-ÿ0-9_$]+)*")
 _SPLIT = re.compile(r"[_./:\-$]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")

@@ -426,3 +426,26 @@ async def test_postgres_shares_a_carried_collections_tables_and_drops_them_when_
         assert left == set()
     finally:
         await store.close()
+
+
+@pytest.mark.asyncio
+async def test_a_build_of_other_lexical_forms_is_written_afresh(tmp_path: Path) -> None:
+    """A write reuses the lexical forms the live build holds for the chunks it keeps, so a
+    build whose forms are another version's (its stamp) is not read at all: rebuilt."""
+    _, _, inst = sample_world(tmp_path)
+    app = FakeApp(inst, tmp_path / "data")
+    try:
+        await app.index("widget")
+        live = str(await app.store.live_id("widget"))
+        db = sqlite3.connect(app.layout.builds("widget") / live / "meta.sqlite")
+        (text,) = db.execute("SELECT value FROM meta WHERE key = 'stamp'").fetchone()
+        db.execute("UPDATE meta SET value = ? WHERE key = 'stamp'",
+                   (json.dumps({**json.loads(text), "lexical": 0}),))  # fmt: skip
+        db.commit()
+        db.close()
+        _edit_issue(tmp_path / "issues.json", 7, "\n\nStill dim.")
+        again = await app.index("widget")
+        assert again.rebuilt_reason and "'lexical': 0" in again.rebuilt_reason
+        assert again.carried == [] and again.units_reused == 0
+    finally:
+        await app.close()

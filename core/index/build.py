@@ -10,9 +10,9 @@ deleted ones are simply not carried over. A collection none of whose units chang
 went, in an update that moved no repository's pins (an issue or pull-request event: no commit
 moved), is carried as the live build holds it (``base.Carry``): the store takes it from the live
 build (a copy of its file locally, its very tables on PostgreSQL) rather than writing its rows,
-postings and vectors again. A build stamped differently (another store format,
-chunker version, embedding model, dimension or window) is not reused: everything is rebuilt
-instead of mixing vectors.
+postings and vectors again. A build stamped differently (another store format, chunker or
+lexical-form version, embedding model, dimension or window) is not reused: everything is
+rebuilt instead of mixing vectors.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from core.ingest.documents import change_set, read_documents
 from core.ingest.gather import Sources
 from core.ingest.issues import issue_document
 from core.ingest.repo import permalink, web_url
+from core.lexical import LEXICAL_VERSION
 from core.models import COLLECTIONS, Chunk, Document, Symbol, unit_key
 from core.store.base import BuildReader, IndexStore, Unit
 
@@ -113,6 +114,7 @@ def build_stamp(schema: int, embedder: str, dim: int, window: int) -> dict[str, 
     return {
         "schema": schema,
         "chunker": CHUNKER_VERSION,
+        "lexical": LEXICAL_VERSION,
         "embedder": embedder,
         "dim": dim,
         "window": window,

@@ -8,7 +8,9 @@ to the live build's (a build is never written once committed, so sharing the fil
 pruning the old build unlinks only its name). Their rows, FTS5 index and postings are then byte
 for byte the live build's, not derived again. A live build whose tables are not this version's
 (the same stamp let it through) is not copied: its carried rows are inserted column by column
-into this version's tables."""
+into this version's tables. A collection written again takes the lexical forms the live build
+holds for the chunks it keeps (its FTS5 rows, by chunk id) rather than deriving them again (the
+stamp's ``lexical`` version says they are this version's)."""
 
 from __future__ import annotations
 
@@ -148,7 +150,7 @@ class LocalWriter:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             got = db.execute(f"SELECT rowid, body FROM fts_{collection}")
-            return {int(i): str(b) for i, b in got if i in ids}
+            return {int(i): str(b) for i, b in got if i in ids and b is not None}
         except sqlite3.Error:  # an older build's tables: the forms are derived as before
             return {}
         finally:
