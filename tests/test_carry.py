@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,23 @@ def _fts(r: BuildReader) -> dict[str, Any]:
                     f"WHERE fts_{c} MATCH ? ORDER BY c.row", (term,),
                 ).fetchall()  # fmt: skip
         return out
+    finally:
+        db.close()
+
+
+async def _edit_live_meta(
+    app: FakeApp, key: str, change: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """Rewrite one meta value of a local live build in place (standing in for a build an older
+    version wrote)."""
+    live = str(await app.store.live_id("widget"))
+    db = sqlite3.connect(app.layout.builds("widget") / live / "meta.sqlite")
+    try:
+        (text,) = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        db.execute(
+            "UPDATE meta SET value = ? WHERE key = ?", (json.dumps(change(json.loads(text))), key)
+        )
+        db.commit()
     finally:
         db.close()
 
@@ -282,14 +300,9 @@ async def test_a_live_build_without_per_collection_counts_has_its_carried_chunks
     app = FakeApp(inst, tmp_path / "data")
     try:
         await app.index("widget")
-        live = str(await app.store.live_id("widget"))
-        db = sqlite3.connect(app.layout.builds("widget") / live / "meta.sqlite")
-        (text,) = db.execute("SELECT value FROM meta WHERE key = 'summary'").fetchone()
-        summary = json.loads(text)
-        del summary["collection_tokens"]
-        db.execute("UPDATE meta SET value = ? WHERE key = 'summary'", (json.dumps(summary),))
-        db.commit()
-        db.close()
+        await _edit_live_meta(
+            app, "summary", lambda v: {k: x for k, x in v.items() if k != "collection_tokens"}
+        )
         _edit_issue(
             tmp_path / "issues.json",
             42,
@@ -436,13 +449,7 @@ async def test_a_build_of_other_lexical_forms_is_written_afresh(tmp_path: Path) 
     app = FakeApp(inst, tmp_path / "data")
     try:
         await app.index("widget")
-        live = str(await app.store.live_id("widget"))
-        db = sqlite3.connect(app.layout.builds("widget") / live / "meta.sqlite")
-        (text,) = db.execute("SELECT value FROM meta WHERE key = 'stamp'").fetchone()
-        db.execute("UPDATE meta SET value = ? WHERE key = 'stamp'",
-                   (json.dumps({**json.loads(text), "lexical": 0}),))  # fmt: skip
-        db.commit()
-        db.close()
+        await _edit_live_meta(app, "stamp", lambda v: {**v, "lexical": 0})
         _edit_issue(tmp_path / "issues.json", 7, "\n\nStill dim.")
         again = await app.index("widget")
         assert again.rebuilt_reason and "'lexical': 0" in again.rebuilt_reason

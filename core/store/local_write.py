@@ -140,6 +140,11 @@ class LocalWriter:
         await self.db.commit()
         await self.db.execute("DETACH DATABASE base")
 
+    def _forms(self, collection: Collection, chunks: Sequence[Chunk]) -> list[str]:
+        """Each chunk's lexical form: the live build's for a chunk it keeps, else derived."""
+        known = self._base_forms(collection, chunks)
+        return [known.get(c.id) or lexical_form(c.text) for c in chunks]
+
     def _base_forms(self, collection: Collection, chunks: Sequence[Chunk]) -> dict[int | None, str]:
         """The lexical forms the live build holds for the chunks it keeps (by their id there, a
         kept chunk's ``id``), so that they are not derived again; {} without a live build."""
@@ -197,10 +202,7 @@ class LocalWriter:
                 for i, c in enumerate(chunks)
             ],
         )  # fmt: skip
-        known = await asyncio.to_thread(self._base_forms, collection, chunks)
-        forms = await asyncio.to_thread(
-            lambda: [known.get(c.id) or lexical_form(c.text) for c in chunks]
-        )
+        forms = await asyncio.to_thread(self._forms, collection, chunks)
         async with self.db.execute(
             "SELECT id FROM chunks WHERE collection=? ORDER BY row", (collection,)
         ) as cur:
