@@ -6,6 +6,7 @@ baselines, per split, route, language and kind.
                                                           # but the held-out ones (held_out:)
         [--split report|tune|all] [--mirrors DIR] [--workdir DIR] [--out DIR] [-k 6]
         [--no-pr-files] [--set ranker=hybrid graph=false …]   # ablations
+        [--systems full …] [--globs source|init]   # init: as `repo-expert init` writes it
         [--loso]   # with --split tune: each set scored by models that never saw it
 
 Each set's ``source.yaml`` pins a repository and a commit. Its tree at that commit is made into a
@@ -13,7 +14,10 @@ fresh git repository without history (``git archive``: the fix commits of ``loca
 not in the index), from a local mirror (``--mirrors``: ``{owner}+{name}`` folders holding a bare
 clone, as the search tool's fetch leaves them) or, without one, a clone from GitHub. The
 instance indexes the set's include globs and its ``issues.json``. Indexing runs once; the
-embedding cache makes later runs cheap.
+embedding cache makes later runs cheap. ``--globs init`` indexes instead what ``repo-expert
+init`` writes for the snapshot (``init.survey``: the default include globs that match, the
+exclude suggestions that apply): the set's own globs leave tests out, a user's instance does
+not. Use another ``--workdir`` for it (an instance's name is the set's either way).
 
 The question files are scored apart: ``questions.yaml`` (docs, code and issues routes) and
 ``localize.yaml`` (bug reports → the files their fix changed). The localization pairs are scored
@@ -43,7 +47,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from core.cli.init import survey  # noqa: E402
 from core.config import Settings  # noqa: E402
+from core.config.schema import DEFAULT_CODE_INCLUDE, DEFAULT_DOCS_INCLUDE  # noqa: E402
 from core.eval import compare  # noqa: E402
 from core.eval.metrics import EvalQuestion, Report, load_questions  # noqa: E402
 from core.retrieve.rank import OBJECTIVES  # noqa: E402
@@ -162,13 +168,25 @@ def _norm(title: str) -> str:
     return re.sub(r"\W+", " ", title.lower()).strip()
 
 
+def init_globs(repo: Path) -> dict[str, Any]:
+    """The docs and code include globs and the excludes ``repo-expert init`` writes for the tree
+    of ``repo`` (a snapshot: every file is tracked)."""
+    files = [f for f in _git("ls-files", "-z", cwd=repo).stdout.decode().split("\0") if f]
+    found = survey(files)
+    return {"docs": list(found.docs) or DEFAULT_DOCS_INCLUDE,
+            "code": list(found.code) or DEFAULT_CODE_INCLUDE,
+            "exclude": [p for p, _, _ in found.exclude]}  # fmt: skip
+
+
 def instance_file(
     name: str, setdir: Path, repo: Path, inst_dir: Path, pr_files: bool = True,
     retrieval: dict[str, Any] | None = None, drop: frozenset[int] = frozenset(),
+    globs: dict[str, Any] | None = None,
 ) -> None:  # fmt: skip
     """``drop``: issue numbers left out of the tracker (the localization instance leaves out the
-    pull requests that fixed its bug reports: a new bug report has no fix yet)."""
-    source = yaml.safe_load((setdir / "source.yaml").read_text())
+    pull requests that fixed its bug reports: a new bug report has no fix yet). ``globs``: the
+    include globs and excludes to index instead of the set's (``init_globs``)."""
+    source = {**yaml.safe_load((setdir / "source.yaml").read_text()), **(globs or {})}
     issues = setdir / "issues.json"
     if not pr_files or drop:  # the tracker without pull requests' changed files (an ablation)
         data = [i for i in json.loads(issues.read_text()) if i["number"] not in drop]
@@ -284,10 +302,12 @@ async def run(args: argparse.Namespace) -> int:
             source = yaml.safe_load((setdir / "source.yaml").read_text())
             repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
             retrieval = {**held.get(name, {}), **settings} if loso else settings
-            instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval)
+            globs = init_globs(repo) if args.globs == "init" else None
+            instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval,
+                          globs=globs)  # fmt: skip
             fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
             instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files,
-                          retrieval, frozenset(fixes[name].values()))  # fmt: skip
+                          retrieval, frozenset(fixes[name].values()), globs)  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
         "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | quoted | "
@@ -304,6 +324,7 @@ async def run(args: argparse.Namespace) -> int:
             print(f"{name}: localization without the fix pull requests "
                   f"{sorted(set(fixes[name].values()))}", flush=True)  # fmt: skip
             results.setdefault(name, {})["fix_prs_left_out"] = fixes[name]
+            results[name]["globs"] = args.globs
             setdir = DEVSETS / name
             for group, file in GROUPS.items():
                 inst = f"{name}{LOC}" if group == "localize" else name
@@ -311,8 +332,12 @@ async def run(args: argparse.Namespace) -> int:
                 for split in args.split:
                     qs = pick(questions, split)
                     runs = {
-                        "retrieval": await compare.compare(app, inst, qs, args.k),
-                        "cited": await compare.compare(app, inst, qs, args.k, cited=True),
+                        "retrieval": await compare.compare(
+                            app, inst, qs, args.k, systems=args.systems
+                        ),
+                        "cited": await compare.compare(
+                            app, inst, qs, args.k, cited=True, systems=args.systems
+                        ),
                     }
                     results.setdefault(name, {}).setdefault(split, {})[group] = {
                         lvl: compare.to_json(r) for lvl, r in runs.items()
@@ -349,6 +374,16 @@ def main() -> int:
                     help="score each tuning half with models that never saw it: fitted on the "
                     "shipped ranker's other sets (leave one set out), or the shipped ones for a "
                     "set they were not fitted on")  # fmt: skip
+    ap.add_argument(
+        "--systems",
+        nargs="+",
+        choices=compare.SYSTEMS,
+        default=compare.SYSTEMS,
+        help="the systems scored (default: the full system and every baseline)",
+    )
+    ap.add_argument("--globs", choices=["source", "init"], default="source",
+                    help="source: each set's own include globs and excludes (no tests); init: "
+                    "what `repo-expert init` writes for the snapshot (tests indexed)")  # fmt: skip
     ap.add_argument("--set", nargs="*", metavar="KEY=VALUE", type=setting,
                     help="retrieval settings for every set, e.g. ranker=hybrid")  # fmt: skip
     return asyncio.run(run(ap.parse_args()))

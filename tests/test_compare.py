@@ -113,3 +113,32 @@ def test_quoted_counts_only_what_the_answer_itself_says() -> None:
     rep.results = [QuestionResult("a", "en", "code", 1, ["code"], 1.0, None, 1.0, 0.5)]
     assert rep.groups()["overall"].to_json()["quoted"] == 0.5
     assert "quoted" in rep.table()
+
+
+@pytest.mark.asyncio
+async def test_a_run_scores_the_systems_asked_for_and_counts_test_sources(sample) -> None:
+    """``systems`` picks what is scored (a screen runs the full system alone); each question
+    records how many of its sources are test files — here a question about tests, the one kind
+    that gets them."""
+    from helpers import commit_all, write_files
+
+    from core.eval.metrics import run_cited, run_eval
+
+    write_files(sample["repo"], {"tests/test_timeout.py":
+                                 "def test_default_timeout():\n    assert TIMEOUT == 30\n"})
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    reports = await compare(app, "widget", QUESTIONS, 6, systems=["full"])
+    assert list(reports) == ["full"]
+    asked = [q("t", "code", "which test checks the default timeout?", paths=["tests/"])]
+    rep = await run_eval(asked, lambda text: app.retrieve("widget", text), 6)
+    sources = (await app.retrieve("widget", asked[0].question)).sources
+    want = sum(s.collection == "code" and (s.path or "").startswith("tests/") for s in sources)
+    assert want >= 1 and rep.results[0].tests == want
+    cited = await run_cited(asked, lambda text: app.ask("widget", text), 6)
+    answer = await app.ask("widget", asked[0].question)
+    assert cited.results[0].tests == sum(
+        s.collection == "code" and (s.path or "").startswith("tests/") for s in answer.sources
+    )
+    await app.close()

@@ -74,3 +74,35 @@ def test_a_snapshot_an_interrupted_run_left_is_made_again(tmp_path: Path) -> Non
     eval_devsets.snapshot({"repo": "acme/a", "commit": sha}, dest, mirrors)
     assert not (dest / "stray.txt").exists() and (dest / "README.md").exists()
     assert git(dest, "log", "--format=%s").strip() == f"acme/a at {sha[:12]}"
+
+
+def test_init_globs_index_what_init_writes_tests_included(tmp_path: Path) -> None:
+    """``--globs init``: the set's instance as ``repo-expert init`` configures the snapshot — the
+    default include globs that match (the tests among them), the exclude suggestions that apply
+    — in place of the set's own globs, which leave the tests out; the tracker stays the set's."""
+    import yaml
+
+    repo = tmp_path / "snap"
+    make_repo(repo, {
+        "README.md": "# Widget\n", "src/widget.py": "def run():\n    pass\n",
+        "tests/test_widget.py": "def test_run():\n    pass\n",
+        "tests/fixtures/data.py": "X = 1\n", "web/app.ts": "export const a = 1;\n",
+    })  # fmt: skip
+    globs = eval_devsets.init_globs(repo)
+    assert globs == {"docs": ["**/*.md"], "code": ["**/*.py", "**/*.ts"],
+                     "exclude": ["**/fixtures/**"]}  # fmt: skip
+    setdir = tmp_path / "set"
+    setdir.mkdir()
+    (setdir / "source.yaml").write_text(yaml.safe_dump({
+        "repo": "acme/widget", "commit": "0" * 40, "docs": ["README.md"],
+        "code": ["src/**/*.py"], "exclude": ["tests/**"],
+    }))  # fmt: skip
+    (setdir / "issues.json").write_text("[]")
+    inst = tmp_path / "instances"
+    eval_devsets.instance_file("widget", setdir, repo, inst)
+    eval_devsets.instance_file("widget-init", setdir, repo, inst, globs=globs)
+    own = yaml.safe_load((inst / "widget.yaml").read_text())
+    init = yaml.safe_load((inst / "widget-init.yaml").read_text())
+    assert own["code"]["include"] == ["src/**/*.py"] and own["exclude"] == ["tests/**"]
+    assert init["code"]["include"] == globs["code"] and init["exclude"] == ["**/fixtures/**"]
+    assert init["docs"]["include"] == ["**/*.md"] and init["issues"] == own["issues"]

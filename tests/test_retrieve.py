@@ -270,6 +270,7 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
     # question span ~0.1 and the default 0.02 is enough), so the penalty is raised to match
     inst = app.instance("widget")
     inst.retrieval.test_penalty = 0.15
+    inst.retrieval.test_candidates = True  # the penalty's own path: tests among the candidates
 
     def first_code(r) -> str | None:  # type: ignore[no-untyped-def]
         return next((s.path for s in r.sources if s.collection == "code"), None)
@@ -318,6 +319,65 @@ async def test_test_code_yields_to_the_code_it_tests_unless_tests_are_asked_abou
     )
     assert on["src/widget/config.py"] == pytest.approx(off["src/widget/config.py"])
     await app.close()
+
+
+@pytest.mark.asyncio
+async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sample) -> None:
+    """By default (``retrieval.test_candidates: false``) a question that is not about tests has
+    no test file among its candidates, however closely the tests quote it: the code lists are
+    read deeper so the code they hide still comes. A question about tests, or one naming a test
+    file by its path, gets it; ``test_candidates: true`` brings the (penalised) tests back."""
+    from helpers import commit_all, write_files
+
+    from core.models import is_test_path
+    from core.retrieve import Options
+    from core.retrieve.search import candidates
+
+    quote = "which settings does reading widget.toml return, with the timeout applied"
+    write_files(sample["repo"], {
+        **{f"tests/test_config_{n}.py": f'def test_settings():\n    """{quote}"""\n'
+           for n in "abcd"},
+        "e2e/login.cy.ts": f"it('{quote}', () => {{ cy.visit('/settings'); }});\n",
+    })  # fmt: skip
+    commit_all(sample["repo"])
+    app = sample["app"]
+    await app.index("widget")
+    inst = app.instance("widget")
+    assert inst.retrieval.test_candidates is False  # the default
+    reader, svc = await app.reader("widget"), app.embedder("widget")
+
+    async def code(question: str) -> list[str]:
+        pool = await candidates(reader, svc, question, Options.of(inst.retrieval),
+                                await app.kinds(svc))  # fmt: skip
+        hits = pool.found.hits.get("code", [])
+        return [c.chunk.path for c in hits if c.chunk and c.chunk.path]
+
+    async def listed(question: str) -> list[str]:  # by the dense or lexical list (no graph)
+        pool = await candidates(reader, svc, question, Options.of(inst.retrieval),
+                                await app.kinds(svc))  # fmt: skip
+        hits = pool.found.hits.get("code", [])
+        return [c.chunk.path for c in hits if c.chunk and c.chunk.path
+                and (c.dense_rank is not None or c.lex_rank is not None)]  # fmt: skip
+
+    question = "which settings does reading widget.toml return, with the timeout applied?"
+    got = await code(question)
+    assert "src/widget/config.py" in got and not any(is_test_path(p) for p in got)
+    # the tests lead both lists: read only as deep as asked, the code would be lost
+    inst.retrieval.test_candidates, inst.retrieval.candidates = True, 2
+    assert all(is_test_path(p) for p in await listed(question))
+    inst.retrieval.test_candidates = False
+    assert await listed(question) == ["src/widget/config.py"]
+    inst.retrieval.candidates = 20
+    sources = (await app.retrieve("widget", question)).sources
+    assert not any(s.collection == "code" and is_test_path(s.path) for s in sources)
+    # asked about tests: the tests come back
+    assert "tests/test_config_a.py" in await code(question.replace("which", "which test checks"))
+    # a test file named by its path (no test word: the question is not "about tests")
+    named = await code("what does e2e/login.cy.ts visit?")
+    assert "e2e/login.cy.ts" in named and "tests/test_config_a.py" not in named
+    # the switch: tests are candidates again, behind the penalty
+    inst.retrieval.test_candidates = True
+    assert "tests/test_config_a.py" in await code(question)
 
 
 @pytest.mark.asyncio

@@ -84,6 +84,17 @@ class RetrievalConfig(StrictModel):
         description="Subtracted from the score of test code (tests/…, test_*.py, *_test.go, "
         "*.spec.ts, …) unless the question is about tests; 0 treats tests like other code.",
     )
+    test_candidates: bool = Field(
+        default=False,
+        description="false: test files are not candidates (the code's dense and lexical lists "
+        "are read deeper, so they keep their length; a definition, graph row or changed file in "
+        "a test file goes too) unless the question is about tests; a test file named by its "
+        "path, and the call sites of 'who calls X', stay. Tests inside a source file (Rust's "
+        "#[cfg(test)]) stay with it, behind test_penalty. true: every test is a candidate, "
+        "behind test_penalty. Measured on the dev sets indexed as `init` configures them "
+        "(tests included), tuning halves: questions cited MRR +0.020 ± 0.004, bug reports "
+        "+0.183 ± 0.013 (benchmarks/results/devsets/variants/prompts-2026-12-08a).",
+    )
     ranker: Literal["learned", "hybrid"] = Field(
         default="learned",
         description="learned: the second-stage ranker (weights fitted on the tuning halves of "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -89,18 +90,21 @@ class GrepBaseline:
 
 
 async def compare(
-    app: RepoExpert, name: str, questions: list[EvalQuestion], k: int, cited: bool = False
-) -> dict[str, Report]:
-    """Every system on the same questions and index. ``cited``: score what a person would see —
-    each system's sources answered by the instance's answerer, its cited sources scored."""
-    grep = await GrepBaseline.build(app, name)
+    app: RepoExpert, name: str, questions: list[EvalQuestion], k: int, cited: bool = False,
+    systems: Sequence[str] = SYSTEMS,
+) -> dict[str, Report]:  # fmt: skip
+    """Every system (of ``systems``) on the same questions and index. ``cited``: score what a
+    person would see — each system's sources answered by the instance's answerer, its cited
+    sources scored."""
+    grep = await GrepBaseline.build(app, name) if "grep" in systems else None
     answerer = app.answerer_for(name)
     reports: dict[str, Report] = {}
-    for system in SYSTEMS:
+    for system in (s for s in SYSTEMS if s in systems):
 
         async def fn(q: str, system: str = system) -> Retrieval:
             mode = next((m for m in MODES if m == system), None)
             if mode is None:  # grep
+                assert grep is not None
                 return grep.search(q, k)
             return await app.retrieve(name, q, k=k, mode=mode)
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from core.errors import ConfigError
 from core.eval.judge import Judge, JudgedQuestion, JudgeReport
-from core.models import Answer, Retrieval, Source
+from core.models import Answer, Retrieval, Source, is_test_path
 
 
 class Gold(BaseModel):
@@ -137,6 +137,7 @@ class QuestionResult:
     kind: str | None = None
     facts: float | None = None  # share of answer_facts found (cited level; None: none given)
     quoted: float | None = None  # share of them in the answer's own text (cited level)
+    tests: int = 0  # how many of the sources are in test files (tests/…, *_test.go, …)
 
 
 @dataclass
@@ -244,10 +245,22 @@ async def run_eval(
         rank = next((i + 1 for i, s in enumerate(r.sources[:k]) if is_hit(s, q.gold)), None)
         rep.results.append(
             QuestionResult(
-                q.id, q.lang, q.route, rank, [s.collection for s in r.sources[:k]], ms, q.kind
+                q.id,
+                q.lang,
+                q.route,
+                rank,
+                [s.collection for s in r.sources[:k]],
+                ms,
+                q.kind,
+                tests=_tests(r.sources[:k]),
             )
         )
     return rep
+
+
+def _tests(sources: Sequence[Source]) -> int:
+    """How many of ``sources`` are code in test files (``models.is_test_path``)."""
+    return sum(s.collection == "code" and is_test_path(s.path) for s in sources)
 
 
 def facts_found(facts: list[str], answer: Answer, quoted: bool = False) -> float | None:
@@ -284,6 +297,7 @@ async def run_cited(
                 q.kind,
                 facts_found(q.answer_facts, a),
                 facts_found(q.answer_facts, a, quoted=True),
+                _tests(a.sources),
             )
         )
     return rep

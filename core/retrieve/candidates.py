@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.lexical import parts, query_terms
-from core.models import COLLECTIONS, Collection, Symbol
+from core.models import COLLECTIONS, Collection, Symbol, is_test_path
 from core.retrieve.analyse import Route, analyse
 from core.retrieve.fusion import Candidate
 from core.retrieve.options import Options
@@ -277,16 +277,28 @@ async def find(
     cfg = opt.config
     terms = lexical_terms(text, route, extra_terms)
     exact = await exact_rows(reader, route, text, opt.keep) if opt.mode == "full" else {}
+    # Test files left out (``test_candidates`` false) unless the question is about tests; the
+    # baselines (dense, bm25, rrf) read the lists as they are.
+    no_tests = opt.mode == "full" and not cfg.test_candidates and not route.tests
+    if no_tests and exact.get("code"):  # a test file named by path, or calling X, stays
+        tests = await _test_files(reader, "code", list(exact["code"]))
+        exact["code"] = {r: why for r, why in exact["code"].items()
+                         if r not in tests or why.startswith(("file ", "calls "))}  # fmt: skip
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}
     n = cfg.candidates
     for c in collections:  # a filter (``opt.keep``): each list is its repositories' own
         if not reader.size(c):
             continue
+        # Test code left out (``test_candidates`` false): the lists read deeper, then cut.
+        drop = c == "code" and no_tests
+        deep = n * TEST_DEPTH if drop else n
         if opt.mode in ("full", "dense", "rrf"):
-            dense[c] = await reader.dense(c, q, n, opt.keep)
+            got = await reader.dense(c, q, deep, opt.keep)
+            dense[c] = await _no_tests(reader, c, got, n, drop)
         if opt.mode in ("full", "bm25", "rrf") and terms:
-            lex[c] = await reader.lexical(c, terms, n, opt.keep)
+            got = await reader.lexical(c, terms, deep, opt.keep)
+            lex[c] = await _no_tests(reader, c, got, n, drop)
     if opt.mode == "dense":
         return Found({c: [Candidate(c, h.row, h.score) for h in hs] for c, hs in dense.items()})
     if opt.mode == "bm25":
@@ -304,12 +316,38 @@ async def find(
             found.exact.setdefault(c, []).append({"row": row, "why": reason})
     if expand and "code" in found.hits:
         extra = await _graph(reader, found, route, opt.keep)
+        if no_tests and extra:
+            tests = await _test_files(reader, "code", list(extra))
+            extra = {r: why for r, why in extra.items() if r not in tests}
         if extra:
             code = found.hits["code"]
             more = await _score(reader, q, "code", [], [], {}, route, opt, extra)
             known = {h.row for h in code}
             found.hits["code"] = code + [h for h in more if h.row not in known]
     return found
+
+
+TEST_DEPTH = 3  # how much deeper a code list is read when its test rows are left out
+
+
+async def _test_files(reader: BuildReader, c: Collection, rows: Sequence[int]) -> set[int]:
+    """Which of ``rows`` are in test files: tests kept inside a source file (Rust's
+    ``#[cfg(test)]`` modules) stay with their file (measured: PLAN-s67.md)."""
+    flagged = reader.tests(c, rows)
+    if not flagged:
+        return set()
+    chunks = await reader.chunks(c, sorted(flagged))
+    return {r for r in flagged if r in chunks and is_test_path(chunks[r].path)}
+
+
+async def _no_tests(
+    reader: BuildReader, c: Collection, hits: list[Hit], n: int, drop: bool
+) -> list[Hit]:
+    """``hits`` without those in test files (``drop``), cut to ``n``."""
+    if not drop:
+        return hits
+    tests = await _test_files(reader, c, [h.row for h in hits])
+    return [h for h in hits if h.row not in tests][:n]
 
 
 async def _score(

@@ -430,6 +430,7 @@ async def _issue_hop(
     issue_text = "\n".join(chunks[r].text for r in issue_rows if r in chunks)[:4000]
     sub = analyse(issue_text)
     sub.issues, sub.hop = [], False
+    sub.tests = route.tests  # the question says whether it wants tests, not the issue's text
     # Only distinctive names from a long issue text (snake_case, camelCase, dotted, calls): a
     # plain word in backticks ("`ask`") would pull in every definition of that word.
     sub.identifiers = [i for i in sub.identifiers if DISTINCT.search(i)]
