@@ -337,7 +337,11 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
     write_files(sample["repo"], {
         **{f"tests/test_config_{n}.py": f'def test_settings():\n    """{quote}"""\n'
            for n in "abcd"},
-        "e2e/login.cy.ts": f"it('{quote}', () => {{ cy.visit('/settings'); }});\n",
+        **{f"tests/test_calls_{i}.py": f"def test_{i}():\n    parse_config('w{i}.toml')\n"
+           for i in range(10)},
+        "web/cli.py": "def main(path):\n    return parse_config(path)\n",  # after tests/
+        "e2e/login.cy.ts": "export function visitSettings() {\n  cy.visit('/settings');\n}\n"
+                           f"it('{quote}', () => visitSettings());\n",
     })  # fmt: skip
     commit_all(sample["repo"])
     app = sample["app"]
@@ -375,6 +379,15 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
     # a test file named by its path (no test word: the question is not "about tests")
     named = await code("what does e2e/login.cy.ts visit?")
     assert "e2e/login.cy.ts" in named and "tests/test_config_a.py" not in named
+    # … also when the question names what the test file defines (found first as a definition)
+    assert "e2e/login.cy.ts" in await code("what does visitSettings in e2e/login.cy.ts do?")
+    assert "e2e/login.cy.ts" not in await code("what does visitSettings do?")
+    # "who calls X?": the code's call sites first, then the tests'
+    route = (await app.retrieve("widget", "who calls parse_config?")).route
+    calls = [e["row"] for e in route["exact"]["code"] if str(e["why"]).startswith("calls")]
+    rows = await reader.chunks("code", calls)
+    callers = [rows[r].path for r in calls]
+    assert callers[0] == "web/cli.py" and len(callers) > 1  # then the tests' (8 at most)
     # the switch: tests are candidates again, behind the penalty
     inst.retrieval.test_candidates = True
     assert "tests/test_config_a.py" in await code(question)

@@ -408,6 +408,7 @@ async def test_the_lock_admits_one_holder_at_a_time_across_store_objects(
 async def test_test_code_rows_by_path(built: tuple[IndexStore, Any]) -> None:
     _, r = built
     assert r.tests("code", [0, 1, 2]) == {2}  # tests/test_config.py
+    assert r.tests("code", [0, 1, 2], files=True) == {2}
     assert r.tests("code", [0, 1]) == set()
     assert r.tests("docs", [0, 1]) == set()  # docs about testing are docs
 
@@ -435,6 +436,7 @@ async def test_test_code_rows_by_kind_inside_a_source_file(
     assert r is not None
     try:
         assert r.tests("code", [0, 1, 2]) == {1, 2}
+        assert r.tests("code", [0, 1, 2], files=True) == {2}  # the module file, not lib.rs's
     finally:
         await r.close()
 

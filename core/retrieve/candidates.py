@@ -167,11 +167,14 @@ async def _kept_rows(
 
 
 async def exact_rows(
-    reader: BuildReader, route: Route, question: str, keep: Sequence[str] = ()
-) -> dict[Collection, dict[int, str]]:
+    reader: BuildReader, route: Route, question: str, keep: Sequence[str] = (),
+    no_tests: bool = False,
+) -> dict[Collection, dict[int, str]]:  # fmt: skip
     """Chunks the question names outright, with why: issue, symbol definition, file path, and
     for "who calls X?" the definitions that call X (the code graph) and its call sites
-    (``keep``: a filter's repositories only; the lists are cut to their rows before the caps)."""
+    (``keep``: a filter's repositories only; the lists are cut to their rows before the caps).
+    ``no_tests``: no definition or changed file in a test file (a named path still is), and
+    callers outside test files before those in them."""
     out: dict[Collection, dict[int, str]] = {c: {} for c in COLLECTIONS}
     for n in route.issues:
         rows, repos = await issue_rows(reader, route, n, 3, keep)
@@ -186,6 +189,8 @@ async def exact_rows(
         if keep:  # a filter: a bare #N is each kept repository's (one: as its own instance)
             named = [(r, n) for want, n in named for r in ([want] if want else keep)]
         for repo, path, pr in await _changed_by_repo(reader, named):
+            if no_tests and is_test_path(path):
+                continue
             for coll in _FILES:
                 for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
@@ -204,7 +209,8 @@ async def exact_rows(
         else:
             definitions = await reader.definition_rows(ident, keep)
         for row, sym in definitions:
-            out["code"].setdefault(row, f"defines {sym.qualname}")
+            if not (no_tests and is_test_path(sym.path)):
+                out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
         framed = any(f.startswith(f"{path}:") for f in route.frames)
         for coll in _FILES:
@@ -219,10 +225,14 @@ async def exact_rows(
         for ident in route.identifiers[:2]:
             callers = await reader.callers(ident, keep)
             calling = [r for r, _ in await _rows_of(reader, callers, keep)]
-            for row in (await _kept_rows(reader, "code", calling, keep))[:8]:
+            calling = await _kept_rows(reader, "code", calling, keep)
+            sites = await _call_sites(reader, ident, defs, keep)
+            if no_tests:  # most call sites are tests: the code's first, then theirs
+                calling, sites = _tests_last(reader, calling), _tests_last(reader, sites)
+            for row in calling[:8]:
                 if row not in defs:
                     out["code"].setdefault(row, f"calls {ident}")
-            for row in (await _call_sites(reader, ident, defs, keep))[:8]:
+            for row in sites[:8]:
                 out["code"].setdefault(row, f"calls {ident}")
     if keep:  # a filter: its repositories' rows only (issues, definitions, changed files)
         for coll, got in out.items():
@@ -276,14 +286,10 @@ async def find(
     lexical query (the glossary's English terms)."""
     cfg = opt.config
     terms = lexical_terms(text, route, extra_terms)
-    exact = await exact_rows(reader, route, text, opt.keep) if opt.mode == "full" else {}
     # Test files left out (``test_candidates`` false) unless the question is about tests; the
     # baselines (dense, bm25, rrf) read the lists as they are.
     no_tests = opt.mode == "full" and not cfg.test_candidates and not route.tests
-    if no_tests and exact.get("code"):  # a test file named by path, or calling X, stays
-        tests = await _test_files(reader, "code", list(exact["code"]))
-        exact["code"] = {r: why for r, why in exact["code"].items()
-                         if r not in tests or why.startswith(("file ", "calls "))}  # fmt: skip
+    exact = await exact_rows(reader, route, text, opt.keep, no_tests) if opt.mode == "full" else {}
     lex: dict[Collection, list[Hit]] = {}
     dense: dict[Collection, list[Hit]] = {}
     n = cfg.candidates
@@ -294,11 +300,10 @@ async def find(
         drop = c == "code" and no_tests
         deep = n * TEST_DEPTH if drop else n
         if opt.mode in ("full", "dense", "rrf"):
-            got = await reader.dense(c, q, deep, opt.keep)
-            dense[c] = await _no_tests(reader, c, got, n, drop)
+            dense[c] = _no_tests(reader, c, await reader.dense(c, q, deep, opt.keep), n, drop)
         if opt.mode in ("full", "bm25", "rrf") and terms:
             got = await reader.lexical(c, terms, deep, opt.keep)
-            lex[c] = await _no_tests(reader, c, got, n, drop)
+            lex[c] = _no_tests(reader, c, got, n, drop)
     if opt.mode == "dense":
         return Found({c: [Candidate(c, h.row, h.score) for h in hs] for c, hs in dense.items()})
     if opt.mode == "bm25":
@@ -315,10 +320,7 @@ async def find(
         for row, reason in exact.get(c, {}).items():
             found.exact.setdefault(c, []).append({"row": row, "why": reason})
     if expand and "code" in found.hits:
-        extra = await _graph(reader, found, route, opt.keep)
-        if no_tests and extra:
-            tests = await _test_files(reader, "code", list(extra))
-            extra = {r: why for r, why in extra.items() if r not in tests}
+        extra = await _graph(reader, found, route, opt.keep, no_tests)
         if extra:
             code = found.hits["code"]
             more = await _score(reader, q, "code", [], [], {}, route, opt, extra)
@@ -330,24 +332,19 @@ async def find(
 TEST_DEPTH = 3  # how much deeper a code list is read when its test rows are left out
 
 
-async def _test_files(reader: BuildReader, c: Collection, rows: Sequence[int]) -> set[int]:
-    """Which of ``rows`` are in test files: tests kept inside a source file (Rust's
-    ``#[cfg(test)]`` modules) stay with their file (measured: PLAN-s67.md)."""
-    flagged = reader.tests(c, rows)
-    if not flagged:
-        return set()
-    chunks = await reader.chunks(c, sorted(flagged))
-    return {r for r in flagged if r in chunks and is_test_path(chunks[r].path)}
-
-
-async def _no_tests(
-    reader: BuildReader, c: Collection, hits: list[Hit], n: int, drop: bool
-) -> list[Hit]:
-    """``hits`` without those in test files (``drop``), cut to ``n``."""
+def _no_tests(reader: BuildReader, c: Collection, hits: list[Hit], n: int, drop: bool) -> list[Hit]:
+    """``hits`` without those in test files (``drop``), cut to ``n``: tests kept inside a source
+    file (Rust's ``#[cfg(test)]`` modules) stay with their file (measured: PLAN-s67.md)."""
     if not drop:
         return hits
-    tests = await _test_files(reader, c, [h.row for h in hits])
+    tests = reader.tests(c, [h.row for h in hits], files=True)
     return [h for h in hits if h.row not in tests][:n]
+
+
+def _tests_last(reader: BuildReader, rows: list[int]) -> list[int]:
+    """``rows`` (code), those in test files after the others, each in its order."""
+    tests = reader.tests("code", rows, files=True)
+    return [r for r in rows if r not in tests] + [r for r in rows if r in tests]
 
 
 async def _score(
@@ -391,10 +388,17 @@ async def _score(
 
 
 async def _graph(
-    reader: BuildReader, found: Found, route: Route, keep: Sequence[str] = ()
-) -> dict[int, str]:
+    reader: BuildReader, found: Found, route: Route, keep: Sequence[str] = (),
+    no_tests: bool = False,
+) -> dict[int, str]:  # fmt: skip
     """Code rows reached through the graph: what the best definitions call, and the definitions
-    the best issue threads name (``keep``: a filter's repositories' only). Row -> why."""
+    the best issue threads name (``keep``: a filter's repositories' only; ``no_tests``: none in
+    a test file, left out before the caps). Row -> why."""
+
+    async def defined(name: str) -> list[tuple[int, Symbol]]:
+        got = await reader.definition_rows(name, keep)
+        return [(r, t) for r, t in got if not (no_tests and is_test_path(t.path))]
+
     out: dict[int, str] = {}
     code = found.hits.get("code", [])
     known = {h.row for h in code}
@@ -406,7 +410,7 @@ async def _graph(
         for s in own:
             calls = [n for n in s.calls if n not in _COMMON_CALLS and len(n) > 3][:GRAPH_CALLS]
             for name in calls:
-                targets = await reader.definition_rows(name, keep)
+                targets = await defined(name)
                 if not 0 < len({(t.path, t.start_line) for _, t in targets}) <= 3:
                     continue  # unknown here, or too common a name to say where it goes
                 for row, t in targets[:2]:
@@ -418,13 +422,15 @@ async def _graph(
             continue
         sub = analyse(h.chunk.text[:4000])
         for ident in [i for i in sub.identifiers if DISTINCT.search(i)][:6]:
-            for row, t in (await reader.definition_rows(ident, keep))[:2]:
+            for row, t in (await defined(ident))[:2]:
                 if row not in known:
                     out.setdefault(row, f"#{h.chunk.issue} names {t.qualname}")
     # A past fix of a similar issue: what its pull request changed.
     numbers = [(h.chunk.repo, h.chunk.issue) for h in issues
                if h.chunk is not None and h.chunk.issue is not None]  # fmt: skip
     for repo, path, pr in await _changed_by_repo(reader, numbers):
+        if no_tests and is_test_path(path):
+            continue
         for row in (await _path_rows(reader, "code", path, repo))[:PR_ROWS]:
             if row not in known:
                 out.setdefault(row, f"#{pr} changed {path}")

@@ -165,10 +165,11 @@ class BuildReader(Protocol):
         coverage feature reads)."""
         ...
 
-    def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
+    def tests(self, collection: Collection, rows: Sequence[int], files: bool = False) -> set[int]:
         """Which of ``rows`` hold test code (``models.is_test_code``: a test file or a test
-        chunk; code only: docs about testing are docs). Cheap: asked for every candidate of
-        every question."""
+        chunk; code only: docs about testing are docs); ``files``: only those in test files
+        (``models.is_test_path``), not a source file's own tests. Cheap: asked for every
+        candidate of every question."""
         ...
 
     async def chunks(self, collection: Collection, rows: Sequence[int]) -> dict[int, Chunk]:

@@ -39,7 +39,15 @@ from core.store.base import Carry, Hit, IssueLinks, SharedVectors, Unit, as_name
 from core.store.bm25 import Bm25, kept_ids, on_search_thread, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
 from core.store.local_files import load_vectors, prune, unreadable
-from core.store.local_index import Lookups, read_terms, search_postings, test_flags, tokens
+from core.store.local_index import (
+    TEST_CHUNK,
+    TEST_FILE,
+    Lookups,
+    read_terms,
+    search_postings,
+    test_flags,
+    tokens,
+)
 from core.store.local_schema import (
     CHUNK_COLS,
     SCHEMA_VERSION,
@@ -64,7 +72,7 @@ class LocalReader:
         self.shared_vectors: SharedVectors | None = None  # none: the embedding cache serves
         self._vectors = vectors
         self.meta: dict[str, Any] = {}
-        self._tests = np.zeros(0, dtype=bool)  # per code row: is it test code
+        self._tests = np.zeros(0, dtype=np.int8)  # per code row: test code? (``test_flags``)
         self._lookups = Lookups()
         self._bm25: dict[str, Bm25] = {}  # collections with postings (newer builds)
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
@@ -163,10 +171,11 @@ class LocalReader:
             return []
         return [float(s) for s in mat[list(rows)] @ query]
 
-    def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
+    def tests(self, collection: Collection, rows: Sequence[int], files: bool = False) -> set[int]:
         if collection != "code" or not self._tests.any():
             return set()
-        return {r for r in rows if 0 <= r < len(self._tests) and self._tests[r]}
+        least = TEST_FILE if files else TEST_CHUNK
+        return {r for r in rows if 0 <= r < len(self._tests) and self._tests[r] >= least}
 
     # -- lexical -----------------------------------------------------------------------------
     async def lexical(

@@ -23,7 +23,7 @@ from typing import Any
 import aiosqlite
 import numpy as np
 
-from core.models import is_test_code
+from core.models import is_test_code, is_test_path
 from core.store.bm25 import Bm25, on_search_thread, postings, read_postings
 
 
@@ -146,10 +146,14 @@ class Lookups:
         return sorted(r for p in found for r in by_path[p])
 
 
+TEST_CHUNK, TEST_FILE = 1, 2  # a source file's own test code; a chunk of a test file
+
+
 def test_flags(rows: list[tuple[int, str | None, str | None]], n: int) -> np.ndarray:
-    """``n`` booleans: which rows (row, path, kind) are test code (``models.is_test_code``)."""
-    flags = np.zeros(n, dtype=bool)
+    """Per row of ``n`` (row, path, kind): 0, or test code (``models.is_test_code``) —
+    ``TEST_FILE`` in a test file (``models.is_test_path``), else ``TEST_CHUNK``."""
+    flags = np.zeros(n, dtype=np.int8)
     for row, path, kind in rows:
         if 0 <= row < n and is_test_code(path, kind):
-            flags[row] = True
+            flags[row] = TEST_FILE if is_test_path(path) else TEST_CHUNK
     return flags

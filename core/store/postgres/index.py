@@ -33,7 +33,7 @@ import asyncpg
 import numpy as np
 
 from core.errors import IndexError_
-from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code
+from core.models import COLLECTIONS, Chunk, Collection, Symbol, is_test_code, is_test_path
 from core.store.base import Carry, Hit, IssueLinks, SharedVectors, Unit, as_named, group_links
 from core.store.bm25 import Bm25, kept_ids, on_search_thread, read_postings, repo_groups
 from core.store.doc_terms import DocMap, DocTerms
@@ -92,6 +92,7 @@ class PgReader:
         self._sizes = sizes
         self._hnsw = hnsw  # collections searched through their HNSW index
         self._tests: set[int] = set()
+        self._test_files: set[int] = set()  # of those, the rows in test files
         self._bm25: dict[str, Bm25] = {}  # per collection: row lengths for BM25
         self._docs = DocMap({}, 0)  # row → document, for ``doc_terms``
         self._repo_ids: dict[str, int] = {}  # several repositories: bm25.repo_groups' numbers
@@ -197,10 +198,11 @@ class PgReader:
         by_row = {int(r): float(s) for r, s in got}
         return [by_row.get(r, 0.0) for r in rows]
 
-    def tests(self, collection: Collection, rows: Sequence[int]) -> set[int]:
+    def tests(self, collection: Collection, rows: Sequence[int], files: bool = False) -> set[int]:
         if collection != "code" or not self._tests:
             return set()
-        return {r for r in rows if r in self._tests}
+        flagged = self._test_files if files else self._tests
+        return {r for r in rows if r in flagged}
 
     # -- lexical -----------------------------------------------------------------------------
     async def lexical(
@@ -212,9 +214,7 @@ class PgReader:
             return []
         parts = await self._postings(collection, terms)
         keep = kept_ids(self._repo_ids, repos)
-        found = await on_search_thread(
-            lambda: bm25.top(list(terms), read_postings(parts), n, keep)
-        )
+        found = await on_search_thread(lambda: bm25.top(list(terms), read_postings(parts), n, keep))
         return [Hit(r, s) for r, s in found]
 
     async def _postings(
@@ -454,9 +454,7 @@ class PostgresStore:
         )
         if sizes.get("code"):  # flags for retrieval's test_penalty, computed once
             got = await reader._fetch(f"SELECT row, path, kind FROM {reader._t('code')}")
-            reader._tests = await asyncio.to_thread(
-                lambda: {int(r) for r, p, kind in got if is_test_code(p, kind)}
-            )
+            reader._tests, reader._test_files = await asyncio.to_thread(_test_rows, got)
         return reader
 
     def writer(self, instance: str, carry: Carry | None = None) -> PgWriter:
@@ -486,3 +484,10 @@ class PostgresStore:
 
     async def close(self) -> None:
         await self.db.close()
+
+
+def _test_rows(got: Sequence[Any]) -> tuple[set[int], set[int]]:
+    """Of (row, path, kind) rows: the test code (``models.is_test_code``), and of it the rows in
+    test files (``models.is_test_path``)."""
+    tests = {int(r) for r, p, kind in got if is_test_code(p, kind)}
+    return tests, {int(r) for r, p, _ in got if int(r) in tests and is_test_path(p)}
