@@ -208,6 +208,13 @@ def instance_file(
     (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
 
 
+def written(inst_dir: Path, sets: list[str]) -> dict[str, str]:
+    """The instance files of ``sets`` (and their ``-loc`` twins) as they are now."""
+    names = [n for s in sets for n in (s, f"{s}{LOC}")]
+    return {n: (inst_dir / f"{n}.yaml").read_text() for n in names
+            if (inst_dir / f"{n}.yaml").exists()}  # fmt: skip
+
+
 def setting(kv: str) -> tuple[str, Any]:
     """One ``--set KEY=VALUE``: the key, and the value read as YAML (``true``, ``0.5``)."""
     key, eq, value = kv.partition("=")
@@ -308,6 +315,7 @@ async def run(args: argparse.Namespace) -> int:
             fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
             instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files,
                           retrieval, frozenset(fixes[name].values()), globs)  # fmt: skip
+    mine = written(inst_dir, sets)
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
         "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | quoted | "
@@ -349,6 +357,11 @@ async def run(args: argparse.Namespace) -> int:
                     table += summary_rows(name, split, group, runs)
     finally:
         await app.close()
+    rewritten = sorted(n for n, t in written(inst_dir, sets).items() if t != mine.get(n))
+    if rewritten:  # another run in this workdir wrote its settings over ours while we ran
+        raise SystemExit(f"{inst_dir}: {', '.join(rewritten)} rewritten by another run while this "
+                         "one ran (its settings may have been used): run again, one run per "
+                         "workdir at a time or the same settings")  # fmt: skip
     text = "\n".join(table) + "\n"
     (out / "summary.md").write_text(text)
     (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
