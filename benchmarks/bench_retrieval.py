@@ -7,6 +7,7 @@ embedder, exact vector search, FTS5 BM25, symbol lookups, fusion, fetching the s
 whole extractive ``ask``. Also runs N concurrent asks (1, 8, 32) and reports throughput.
 
     python benchmarks/bench_retrieval.py [--sizes 5000 50000] [--queries 40] [--repos 10]
+        [--set test_candidates=true …]   # retrieval settings (a before/after pair of runs)
 
 Prints p50/p95 per size and the ratio 50k/5k (exact search grows linearly; the rest should not).
 With ``--repos R`` the chunks belong to R repositories, and each question is also asked naming
@@ -30,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -118,7 +120,10 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=40)
     ap.add_argument("--json", help="also write the results to this JSON file")
     ap.add_argument("--repos", type=int, default=1, help="repositories the chunks belong to")
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="retrieval settings, e.g. test_candidates=true (YAML values)")
     args = ap.parse_args()
+    settings = {k: yaml.safe_load(v) for k, _, v in (kv.partition("=") for kv in args.set)}
     tmp = Path(tempfile.mkdtemp(prefix="bench-retrieval-"))
     svc = embed_service(EmbeddingConfig(), Layout(tmp))
     # The questions repeat: every repetition is embedded anew, as a new question would be (the
@@ -135,7 +140,7 @@ async def main() -> None:
         built = time.perf_counter() - t
         reader = await store.open_live("bench")
         assert reader is not None
-        opt = Options.of(RetrievalConfig())
+        opt = Options.of(RetrievalConfig(**settings))
         answerer = ExtractiveAnswerer()
         # The Spanish question is translated as in the product where Apertium is installed
         # (its kept pipeline), uncached (cache_size 0): every repetition is translated again.
