@@ -182,10 +182,11 @@ def instance_file(
     name: str, setdir: Path, repo: Path, inst_dir: Path, pr_files: bool = True,
     retrieval: dict[str, Any] | None = None, drop: frozenset[int] = frozenset(),
     globs: dict[str, Any] | None = None,
-) -> None:  # fmt: skip
+) -> str:  # fmt: skip
     """``drop``: issue numbers left out of the tracker (the localization instance leaves out the
     pull requests that fixed its bug reports: a new bug report has no fix yet). ``globs``: the
-    include globs and excludes to index instead of the set's (``init_globs``)."""
+    include globs and excludes to index instead of the set's (``init_globs``). Returns the text
+    written."""
     source = {**yaml.safe_load((setdir / "source.yaml").read_text()), **(globs or {})}
     issues = setdir / "issues.json"
     if not pr_files or drop:  # the tracker without pull requests' changed files (an ablation)
@@ -205,7 +206,9 @@ def instance_file(
         **({"retrieval": retrieval} if retrieval else {}),
     }
     inst_dir.mkdir(parents=True, exist_ok=True)
-    (inst_dir / f"{name}.yaml").write_text(yaml.safe_dump(inst, sort_keys=False))
+    text = yaml.safe_dump(inst, sort_keys=False)
+    (inst_dir / f"{name}.yaml").write_text(text)
+    return text
 
 
 def written(inst_dir: Path, sets: list[str]) -> dict[str, str]:
@@ -299,6 +302,7 @@ async def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     sets = args.sets
     fixes: dict[str, dict[str, int]] = {}
+    mine: dict[str, str] = {}  # instance file -> the text this run wrote (last write wins)
     settings = dict(args.set or [])
     # Every instance first (the leave-one-set-out fits read the other sets' instances), then the
     # held-out models, written into each set's own instances.
@@ -310,12 +314,13 @@ async def run(args: argparse.Namespace) -> int:
             repo = snapshot(source, work / "repos" / name, Path(args.mirrors))
             retrieval = {**held.get(name, {}), **settings} if loso else settings
             globs = init_globs(repo) if args.globs == "init" else None
-            instance_file(name, setdir, repo, inst_dir, not args.no_pr_files, retrieval,
-                          globs=globs)  # fmt: skip
+            pr_files = not args.no_pr_files
+            mine[name] = instance_file(name, setdir, repo, inst_dir, pr_files, retrieval,
+                                       globs=globs)  # fmt: skip
             fixes[name] = fix_prs(setdir, source, Path(args.mirrors))
-            instance_file(f"{name}{LOC}", setdir, repo, inst_dir, not args.no_pr_files,
-                          retrieval, frozenset(fixes[name].values()), globs)  # fmt: skip
-    mine = written(inst_dir, sets)
+            mine[f"{name}{LOC}"] = instance_file(f"{name}{LOC}", setdir, repo, inst_dir, pr_files,
+                                                 retrieval, frozenset(fixes[name].values()),
+                                                 globs)  # fmt: skip
     app = RepoExpert(Settings(inst_dir, work / "data"))
     table = [
         "| set | split | questions | level | group | n | hit@1 | hit | MRR | fact | quoted | "

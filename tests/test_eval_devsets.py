@@ -100,7 +100,8 @@ def test_init_globs_index_what_init_writes_tests_included(tmp_path: Path) -> Non
     (setdir / "issues.json").write_text("[]")
     inst = tmp_path / "instances"
     eval_devsets.instance_file("widget", setdir, repo, inst)
-    eval_devsets.instance_file("widget-init", setdir, repo, inst, globs=globs)
+    text = eval_devsets.instance_file("widget-init", setdir, repo, inst, globs=globs)
+    assert (inst / "widget-init.yaml").read_text() == text  # what the race check compares
     own = yaml.safe_load((inst / "widget.yaml").read_text())
     init = yaml.safe_load((inst / "widget-init.yaml").read_text())
     assert own["code"]["include"] == ["src/**/*.py"] and own["exclude"] == ["tests/**"]

@@ -341,7 +341,11 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
            for i in range(10)},
         "web/cli.py": "def main(path):\n    return parse_config(path)\n",  # after tests/
         "e2e/login.cy.ts": "export function visitSettings() {\n  cy.visit('/settings');\n}\n"
-                           f"it('{quote}', () => visitSettings());\n",
+                           f"it('{quote}', () => visitSettings());\n"
+                           + "".join(f"export function step{i}(a, b) {{\n  const x = a * {i};\n"
+                                     f"  return cy.get('#s{i}').type(x + b);\n}}\n"
+                                     for i in range(40))
+                           + "export function visitLate() {\n  cy.visit('/late');\n}\n",
     })  # fmt: skip
     commit_all(sample["repo"])
     app = sample["app"]
@@ -382,6 +386,11 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
     # … also when the question names what the test file defines (found first as a definition)
     assert "e2e/login.cy.ts" in await code("what does visitSettings in e2e/login.cy.ts do?")
     assert "e2e/login.cy.ts" not in await code("what does visitSettings do?")
+    # a definition far into the named test file: past the path's first chunks, still found
+    pool = await candidates(reader, svc, "what does visitLate in e2e/login.cy.ts do?",
+                            Options.of(inst.retrieval), await app.kinds(svc))  # fmt: skip
+    late = [c for c in pool.found.hits["code"] if c.chunk and "visitLate()" in c.chunk.text]
+    assert late and late[0].exact and late[0].chunk.start_line > 40
     # "who calls X?": the code's call sites first, then the tests'
     route = (await app.retrieve("widget", "who calls parse_config?")).route
     calls = [e["row"] for e in route["exact"]["code"] if str(e["why"]).startswith("calls")]

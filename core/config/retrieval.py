@@ -87,9 +87,10 @@ class RetrievalConfig(StrictModel):
     test_candidates: bool = Field(
         default=False,
         description="false: test files are not candidates (the code's dense and lexical lists "
-        "are read deeper, so they keep their length; a definition, graph row or changed file in "
-        "a test file goes too) unless the question is about tests; a test file named by its "
-        "path, and the call sites of 'who calls X', stay. Tests inside a source file (Rust's "
+        "are read three times deeper, so they mostly keep their length; a definition, graph "
+        "row or changed file in a test file goes too) unless the question is about tests; a "
+        "test file named by its path (and what the question names in it), and the call sites "
+        "of 'who calls X' (the code's first), stay. Tests inside a source file (Rust's "
         "#[cfg(test)]) stay with it, behind test_penalty. true: every test is a candidate, "
         "behind test_penalty. Measured on the dev sets indexed as `init` configures them "
         "(tests included), tuning halves: questions cited MRR +0.020 ± 0.004, bug reports "

@@ -189,9 +189,9 @@ async def exact_rows(
         if keep:  # a filter: a bare #N is each kept repository's (one: as its own instance)
             named = [(r, n) for want, n in named for r in ([want] if want else keep)]
         for repo, path, pr in await _changed_by_repo(reader, named):
-            if no_tests and is_test_path(path):
-                continue
             for coll in _FILES:
+                if no_tests and coll == "code" and is_test_path(path):
+                    continue  # docs under spec/ or tests/ are docs
                 for row in (await _path_rows(reader, coll, path, repo))[:PR_ROWS]:
                     out[coll].setdefault(row, f"changed by #{pr}")
     idents = route.identifiers[:8]
@@ -199,6 +199,7 @@ async def exact_rows(
     # "SchemaMeta.__init__" also yields the bare "__init__": once the dotted name found its
     # definition, the bare last part would add every other class's __init__ as an exact hit.
     shadowed = {i.rsplit(".", 1)[-1] for i, got in dotted.items() if got}
+    defined: set[int] = set()  # every definition found, a test file's too
     for ident in idents:
         if ident in shadowed:
             continue
@@ -209,7 +210,8 @@ async def exact_rows(
         else:
             definitions = await reader.definition_rows(ident, keep)
         for row, sym in definitions:
-            if not (no_tests and is_test_path(sym.path)):
+            defined.add(row)
+            if not (no_tests and is_test_path(sym.path)) or named_path(sym.path, route.paths):
                 out["code"].setdefault(row, f"defines {sym.qualname}")
     for path in route.paths[:4]:
         framed = any(f.startswith(f"{path}:") for f in route.frames)
@@ -221,7 +223,7 @@ async def exact_rows(
             for row in rows[:3]:
                 out[coll].setdefault(row, f"file {path}")
     if route.identifiers and _CALLERS.search(question):
-        defs = set(out["code"])
+        defs = set(out["code"]) | defined
         for ident in route.identifiers[:2]:
             callers = await reader.callers(ident, keep)
             calling = [r for r, _ in await _rows_of(reader, callers, keep)]
@@ -339,6 +341,13 @@ def _no_tests(reader: BuildReader, c: Collection, hits: list[Hit], n: int, drop:
         return hits
     tests = reader.tests(c, [h.row for h in hits], files=True)
     return [h for h in hits if h.row not in tests][:n]
+
+
+def named_path(path: str | None, named: Sequence[str]) -> bool:
+    """Whether ``path`` is one the question names (as written, or its tail: ``login.cy.ts``)."""
+    return bool(path) and any(
+        path == n or str(path).endswith("/" + n.lstrip("./")) for n in named if n
+    )
 
 
 def _tests_last(reader: BuildReader, rows: list[int]) -> list[int]:
