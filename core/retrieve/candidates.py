@@ -346,7 +346,7 @@ def _no_tests(reader: BuildReader, c: Collection, hits: list[Hit], n: int, drop:
 def named_path(path: str | None, named: Sequence[str]) -> bool:
     """Whether ``path`` is one the question names (as written, or its tail: ``login.cy.ts``)."""
     return bool(path) and any(
-        path == n or str(path).endswith("/" + n.lstrip("./")) for n in named if n
+        path == n or str(path).endswith("/" + n.removeprefix("./")) for n in named if n
     )
 
 
