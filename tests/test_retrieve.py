@@ -331,6 +331,7 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
 
     from core.models import is_test_path
     from core.retrieve import Options
+    from core.retrieve.fusion import Candidate
     from core.retrieve.search import candidates
 
     quote = "which settings does reading widget.toml return, with the timeout applied"
@@ -354,18 +355,17 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
     assert inst.retrieval.test_candidates is False  # the default
     reader, svc = await app.reader("widget"), app.embedder("widget")
 
-    async def code(question: str) -> list[str]:
+    async def hits(question: str) -> list[Candidate]:  # the code candidates
         pool = await candidates(reader, svc, question, Options.of(inst.retrieval),
                                 await app.kinds(svc))  # fmt: skip
-        hits = pool.found.hits.get("code", [])
-        return [c.chunk.path for c in hits if c.chunk and c.chunk.path]
+        return [c for c in pool.found.hits.get("code", []) if c.chunk and c.chunk.path]
+
+    async def code(question: str) -> list[str]:
+        return [c.chunk.path for c in await hits(question)]
 
     async def listed(question: str) -> list[str]:  # by the dense or lexical list (no graph)
-        pool = await candidates(reader, svc, question, Options.of(inst.retrieval),
-                                await app.kinds(svc))  # fmt: skip
-        hits = pool.found.hits.get("code", [])
-        return [c.chunk.path for c in hits if c.chunk and c.chunk.path
-                and (c.dense_rank is not None or c.lex_rank is not None)]  # fmt: skip
+        return [c.chunk.path for c in await hits(question)
+                if c.dense_rank is not None or c.lex_rank is not None]  # fmt: skip
 
     question = "which settings does reading widget.toml return, with the timeout applied?"
     got = await code(question)
@@ -387,9 +387,8 @@ async def test_test_files_are_no_candidates_unless_the_question_asks_for_them(sa
     assert "e2e/login.cy.ts" in await code("what does visitSettings in e2e/login.cy.ts do?")
     assert "e2e/login.cy.ts" not in await code("what does visitSettings do?")
     # a definition far into the named test file: past the path's first chunks, still found
-    pool = await candidates(reader, svc, "what does visitLate in e2e/login.cy.ts do?",
-                            Options.of(inst.retrieval), await app.kinds(svc))  # fmt: skip
-    late = [c for c in pool.found.hits["code"] if c.chunk and "visitLate()" in c.chunk.text]
+    late = [c for c in await hits("what does visitLate in e2e/login.cy.ts do?")
+            if "visitLate()" in c.chunk.text]  # fmt: skip
     assert late and late[0].exact and late[0].chunk.start_line > 40
     # "who calls X?": the code's call sites first, then the tests'
     route = (await app.retrieve("widget", "who calls parse_config?")).route

@@ -144,7 +144,9 @@ def rerank(
     ``test_penalty`` (cosine units, ``retrieval.test_penalty``) still moves test code down
     unless the question is about tests: the dev sets the ranker learned from index no tests, so
     it cannot have learned that; the penalty is turned into score units by the ranker's own
-    slope for cosine (what raising a candidate's cosine by that much would add). ``extra``:
+    slope for cosine (what raising a candidate's cosine by that much would add). The ranker's
+    own ``is_test`` weight, fitted on a few Rust in-file tests, about cancels it (PLAN-s67):
+    test files are kept out of the candidates instead (``retrieval.test_candidates``). ``extra``:
     more feature columns, one row per candidate of ``pool.all()`` (the reader's, ``reread.py``).
     """
     cands = pool.all()

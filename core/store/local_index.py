@@ -154,6 +154,9 @@ def test_flags(rows: list[tuple[int, str | None, str | None]], n: int) -> np.nda
     ``TEST_FILE`` in a test file (``models.is_test_path``), else ``TEST_CHUNK``."""
     flags = np.zeros(n, dtype=np.int8)
     for row, path, kind in rows:
-        if 0 <= row < n and is_test_code(path, kind):
-            flags[row] = TEST_FILE if is_test_path(path) else TEST_CHUNK
+        if 0 <= row < n:
+            if is_test_path(path):
+                flags[row] = TEST_FILE
+            elif is_test_code(path, kind):  # a source file's own tests (kind ``test``)
+                flags[row] = TEST_CHUNK
     return flags

@@ -490,4 +490,4 @@ def _test_rows(got: Sequence[Any]) -> tuple[set[int], set[int]]:
     """Of (row, path, kind) rows: the test code (``models.is_test_code``), and of it the rows in
     test files (``models.is_test_path``)."""
     tests = {int(r) for r, p, kind in got if is_test_code(p, kind)}
-    return tests, {int(r) for r, p, _ in got if int(r) in tests and is_test_path(p)}
+    return tests, {int(r) for r, p, _ in got if is_test_path(p)}  # a test file's: test code
